@@ -1,0 +1,28 @@
+# Set-up is two commands: `make demo` and `make test`. Each creates .venv when it is missing or
+# older than pyproject.toml, so a fresh clone needs nothing else.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+demo: $(STAMP)
+	$(BIN)/resnet degrade
+
+lint: $(STAMP)
+	$(BIN)/ruff check resnet_cli tests
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,102 @@
+"""Checkpoints that survive a kill: atomic writes, only tensors and plain values, strict loads.
+
+`torch.save` straight onto the target, killed mid-write, leaves an unloadable file and has already
+destroyed the previous one (PITFALLS). We write a temporary file in the same directory, fsync it,
+and `os.replace` it over the old one: at every instant the path holds a complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import UserError
+
+FORMAT = "resnet-cli/checkpoint-v1"
+TMP_PREFIX = ".tmp-ckpt-"
+
+
+def save(obj: dict[str, Any], path: Path) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": FORMAT, **obj}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        with _suppress():
+            os.unlink(tmp)
+        raise
+
+
+def clean_orphans(directory: Path) -> list[Path]:
+    """Temporary files left by a kill during a write are useless; remove them at start-up."""
+    removed = []
+    for p in Path(directory).glob(TMP_PREFIX + "*"):
+        with _suppress():
+            p.unlink()
+            removed.append(p)
+    return removed
+
+
+def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no checkpoint there")
+    try:
+        obj = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # truncated zip, random bytes, a pickle of arbitrary objects...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{path}: not a loadable checkpoint (truncated, corrupt or unsafe): {first[:160]}") from None
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise UserError(f"{path}: not a resnet-cli checkpoint (expected format {FORMAT})")
+    return obj
+
+
+def rng_state() -> dict[str, Any]:
+    """Global RNG streams (dropout, the dropout shortcut). Data order and augmentation are drawn
+    from generators seeded by (seed, epoch, batch), so they need no saved state."""
+    import random
+
+    state = {"torch": torch.get_rng_state(), "python": _plain(random.getstate())}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import random
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(_tuple(state["python"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _plain(x):
+    return [_plain(v) for v in x] if isinstance(x, (tuple, list)) else x
+
+
+def _tuple(x):
+    return tuple(_tuple(v) for v in x) if isinstance(x, list) else x
+
+
+def _fsync_dir(directory: Path) -> None:
+    with _suppress():
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _suppress():
+    return contextlib.suppress(OSError)

@@ -1,0 +1,1 @@
+"""One module per subcommand; importing a module registers its commands on `cli.app`."""

@@ -1,0 +1,64 @@
+"""Flags shared by the commands that build a spec, and how they map onto spec keys.
+
+Every flag is sugar for a dotted key, so flags, `--set` and YAML go through one validation.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .. import spec as spec_mod
+from ..spec import Spec
+
+SpecArg = Annotated[Optional[str], typer.Argument(help="YAML spec file, or the name of a bundled config (see `resnet configs`).")]
+Depth = Annotated[Optional[int], typer.Option("--depth", help="model.depth: 6n+2 basic / 9n+2 bottleneck (CIFAR), 18..200 (ImageNet).")]
+Preact = Annotated[bool, typer.Option("--preact", help="model.unit=full_preact (He 2016b).")]
+Dataset = Annotated[Optional[str], typer.Option("--dataset", help="data.dataset: digits, synthetic, cifar10, cifar100, imagenet.")]
+DataDir = Annotated[Optional[str], typer.Option("--data-dir", help="data.dir: where the dataset lives.")]
+Epochs = Annotated[Optional[int], typer.Option("--epochs", help="optim.epochs (milestones reset to 50%/75%).")]
+Iters = Annotated[Optional[int], typer.Option("--iters", help="optim.iters (milestones reset to 50%/75%).")]
+BatchSize = Annotated[Optional[int], typer.Option("--batch-size", help="optim.batch_size.")]
+Lr = Annotated[Optional[float], typer.Option("--lr", help="optim.lr.")]
+Seed = Annotated[Optional[int], typer.Option("--seed", help="run.seed.")]
+Device = Annotated[Optional[str], typer.Option("--device", help="run.device: auto, cpu, cuda, cuda:N.")]
+Out = Annotated[Optional[str], typer.Option("--out", help="run.out: the run directory.")]
+Set = Annotated[Optional[list[str]], typer.Option("--set", help="Any spec field: --set optim.weight_decay=5e-4 (repeatable).")]
+Json = Annotated[bool, typer.Option("--json", help="JSON lines on stdout (automatic when stdout is not a terminal).")]
+
+
+def flag_overrides(*, depth=None, preact=False, dataset=None, data_dir=None, epochs=None, iters=None,
+                   batch_size=None, lr=None, seed=None, device=None, out=None) -> list[tuple[str, Any]]:
+    o: list[tuple[str, Any]] = []
+    if depth is not None:
+        o.append(("model.depth", depth))
+    if preact:
+        o.append(("model.unit", "full_preact"))
+    if dataset is not None:
+        o.append(("data.dataset", dataset))
+    if data_dir is not None:
+        o.append(("data.dir", data_dir))
+    if epochs is not None and iters is not None:
+        from ..errors import UserError
+
+        raise UserError("--epochs and --iters are exclusive: give one length")
+    if epochs is not None:
+        o += [("optim.epochs", epochs), ("optim.iters", None), ("optim.milestones", None)]
+    if iters is not None:
+        o += [("optim.iters", iters), ("optim.epochs", None), ("optim.milestones", None)]
+    if batch_size is not None:
+        o.append(("optim.batch_size", batch_size))
+    if lr is not None:
+        o.append(("optim.lr", lr))
+    if seed is not None:
+        o.append(("run.seed", seed))
+    if device is not None:
+        o.append(("run.device", device))
+    if out is not None:
+        o.append(("run.out", out))
+    return o
+
+
+def build_spec(spec_file: str | None, sets: list[str] | None, **flags: Any) -> Spec:
+    return spec_mod.build(spec_file, flag_overrides(**flags), sets or [])

@@ -1,0 +1,211 @@
+"""`resnet train`: one run, the papers' CIFAR recipe by default."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from .. import errors, output
+from ..cli import app
+from ..errors import UserError
+from . import common
+
+
+def _render_summary(summary: dict[str, Any], title: str) -> None:
+    rows = [
+        ("status", summary["status"]),
+        ("test error %", output.fmt(summary.get("test_error"))),
+        ("training loss", output.fmt(summary.get("train_loss"), 4)),
+        ("training error %", output.fmt(summary.get("train_error"))),
+    ]
+    if summary.get("val_error") is not None:
+        rows.append(("validation error %", output.fmt(summary["val_error"])))
+    rows += [
+        ("parameters", f"{summary['params']:,} ({output.params_str(summary['params'])})"),
+        ("iterations / epochs", f"{summary['iterations']:,} / {summary['epochs']}"),
+        ("wall time", f"{summary['wall_time_s']:.1f} s"),
+        ("images/s", f"{summary['images_per_s']:.0f}"),
+        ("device", summary["device"]),
+        ("run directory", str(summary.get("run_dir"))),
+    ]
+    output.stdout().print(output.table(title, ["", "value"], rows))
+
+
+def exit_code(status: str, signum: int | None = None) -> int:
+    if status == "diverged":
+        return errors.DIVERGED
+    if status == "interrupted":
+        return errors.INTERRUPTED_TERM if signum == signal.SIGTERM else errors.INTERRUPTED_INT
+    return errors.OK
+
+
+def _resume_dir(resume: str, out: str | None) -> Path:
+    if resume == "auto":
+        if out is None:
+            raise UserError("--resume auto needs --out RUN_DIR (the run to continue)")
+        return Path(out)
+    path = Path(resume)
+    return path.parent if path.is_file() else path
+
+
+@app.command()
+def train(
+    spec_file: common.SpecArg = None,
+    depth: common.Depth = None,
+    preact: common.Preact = False,
+    dataset: common.Dataset = None,
+    data_dir: common.DataDir = None,
+    epochs: common.Epochs = None,
+    iters: common.Iters = None,
+    batch_size: common.BatchSize = None,
+    lr: common.Lr = None,
+    seed: common.Seed = None,
+    device: common.Device = None,
+    out: common.Out = None,
+    set_: common.Set = None,
+    json_: common.Json = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, build, print the resolved spec and params; train nothing.")] = False,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="RUN_DIR (or checkpoint) to continue; 'auto': the --out directory, fresh if it has no checkpoint.")] = None,
+    force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's.")] = False,
+) -> None:
+    """Train one net. Progress on stderr; a result table (or JSON lines) on stdout."""
+    fmt = output.choose(json_)
+    flags = dict(depth=depth, preact=preact, dataset=dataset, data_dir=data_dir, epochs=epochs, iters=iters,
+                 batch_size=batch_size, lr=lr, seed=seed, device=device, out=out)
+    resume_dir = _resume_dir(resume, out) if resume else None
+    if resume_dir is not None and spec_file is None and (resume_dir / "spec.yaml").is_file():
+        spec_file = str(resume_dir / "spec.yaml")
+    spec = common.build_spec(spec_file, set_, **flags)
+    if dry_run:
+        return _dry_run(spec, fmt)
+    summary = run(spec, fmt=fmt, resume_dir=resume_dir, auto=resume == "auto", force_resume=force_resume)
+    raise typer.Exit(exit_code(summary["status"], summary.get("signal")))
+
+
+def _dry_run(spec, fmt: output.Format) -> None:
+    from ..data import shape_of
+    from ..model import build_model, count_params
+    from ..spec import to_tree, to_yaml
+
+    channels, classes = shape_of(spec.data)
+    model = build_model(spec.model, channels, spec.model.num_classes or classes)
+    params = count_params(model)
+    if fmt is output.Format.JSON:
+        output.emit({"event": "dry_run", "params": params, "units": len(model.units), "spec": to_tree(spec)})
+        return
+    output.stdout().print(to_yaml(spec), end="")
+    output.stdout().print(f"# params: {params:,} ({output.params_str(params)}), residual units: {len(model.units)}")
+
+
+def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool = False,
+        force_resume: bool = False, quiet: bool = False) -> dict[str, Any]:
+    """Start or continue a run in its run directory; returns the summary (also on disk)."""
+    from .. import checkpoint as ckpt
+    from ..rundir import CHECKPOINT, RunDir, default_path
+    from ..train import StopFlag, Trainer
+
+    path = resume_dir or Path(spec.run.out or default_path(spec))
+    if spec.run.out != str(path):
+        spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
+    run_dir = RunDir(path)
+    run_dir.lock()
+    try:
+        state = None
+        if resume_dir is not None:
+            ckpt.clean_orphans(path)
+            if (path / CHECKPOINT).exists():
+                state = ckpt.load(path / CHECKPOINT)
+            elif not auto:
+                raise UserError(f"{path}: no checkpoint to resume from")
+        if state is None:
+            if resume_dir is not None and (path / "spec.yaml").exists():
+                # `--resume auto` on a directory whose run never reached its first checkpoint:
+                # start it over in place rather than refuse.
+                (path / "spec.yaml").unlink()
+            run_dir.create(spec, runtime={})
+        callbacks = [] if quiet else [TerminalProgress(fmt)]
+        stop = StopFlag().install()
+        trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop)
+        if state is not None:
+            trainer.restore(state, allow_spec_change=force_resume)
+            run_dir.truncate_metrics(trainer.p.iteration)
+            if trainer.p.iteration >= trainer.total and run_dir.summary():
+                summary = run_dir.summary()
+                _report(summary, fmt, quiet)
+                return summary
+        _record_runtime(run_dir, trainer)
+        summary = trainer.run()
+    finally:
+        run_dir.unlock()
+    _report(summary, fmt, quiet)
+    return summary
+
+
+def _record_runtime(run_dir, trainer) -> None:
+    import json
+
+    meta_path = run_dir.file("meta.json")
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta.update(trainer.rt.describe())
+    meta.update({"params": trainer.params, "iters_per_epoch": trainer.iters_per_epoch, "total_iters": trainer.total})
+    run_dir._write_text("meta.json", json.dumps(meta, indent=2) + "\n")
+
+
+def _report(summary: dict[str, Any], fmt: output.Format, quiet: bool) -> None:
+    if fmt is output.Format.JSON:
+        output.emit(summary)
+    elif not quiet:
+        _render_summary(summary, "resnet train")
+    if summary["status"] == "diverged":
+        output.info(f"[red]diverged[/] at iteration {summary['diverged_at']['iter']} "
+                    f"(loss {summary['diverged_at']['loss']}); last good checkpoint kept in {summary['run_dir']}")
+    elif summary["status"] == "interrupted":
+        output.info(f"interrupted; resume with: resnet train --resume {summary['run_dir']}")
+
+
+class TerminalProgress:
+    """Progress on stderr: a live bar on a terminal, one line per epoch otherwise. In JSON mode the
+    epoch records also go to stdout, one object per line."""
+
+    def __init__(self, fmt: output.Format):
+        import sys
+
+        self.fmt = fmt
+        self.console = output.stderr()
+        self.live = sys.stderr.isatty()
+        self.bar = None
+
+    def on_start(self, t) -> None:
+        if self.live:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.console,
+                                transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("train", total=t.total, completed=t.p.iteration, info="")
+
+    def after_backward(self, t) -> None: ...
+
+    def on_sync(self, t, loss: float) -> None:
+        if self.bar is not None:
+            ips = t.p.train_images / max(t.p.elapsed, 1e-9)
+            self.bar.update(self.task, completed=t.p.iteration,
+                            info=f"loss {loss:.4f}  lr {t.lr:.4g}  {ips:,.0f} img/s")
+
+    def on_epoch(self, t, record: dict[str, Any]) -> None:
+        if self.fmt is output.Format.JSON:
+            output.emit(record)
+        line = (f"epoch {record['epoch']:>3}  iter {record['iter']:>6}/{t.total}  loss {record['train_loss']:.4f}  "
+                f"train err {record['train_error']:5.2f}%")
+        if "test_error" in record:
+            line += f"  test err {record['test_error']:5.2f}%"
+        line += f"  {record['images_per_s']:,.0f} img/s"
+        (self.bar.console if self.bar is not None else self.console).print(line)
+
+    def on_end(self, t, summary) -> None:
+        if self.bar is not None:
+            self.bar.stop()

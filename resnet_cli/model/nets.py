@@ -1,0 +1,143 @@
+"""Whole nets: stem, stages of residual units, head. `build_model` is the one bridge from a spec."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from ..spec import ModelSpec, resolve_block, units_per_stage
+from .units import ORDERINGS, ResidualUnit, act, make_unit
+
+
+class ResNet(nn.Module):
+    """stem -> units (flat list; stage boundaries recorded) -> final activation -> pool -> fc."""
+
+    def __init__(self, stem: nn.Module, units: list[ResidualUnit], head_act: nn.Module, num_classes: int):
+        super().__init__()
+        self.stem = stem
+        self.units = nn.ModuleList(units)
+        self.head_act = head_act
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(units[-1].out_channels if units else _stem_channels(stem), num_classes)
+        self.checkpoint_segments = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)  # (N, C0, H', W')
+        if self.checkpoint_segments and self.training and torch.is_grad_enabled():
+            x = self._checkpointed(x)
+        else:
+            for unit in self.units:
+                x = unit(x)
+        x = self.head_act(x)
+        x = self.pool(x).flatten(1)  # (N, C_last)
+        return self.fc(x)  # (N, classes)
+
+    def _checkpointed(self, x: torch.Tensor) -> torch.Tensor:
+        """Recompute activations segment by segment in the backward pass (Chen et al. 2016).
+
+        The recomputation runs the units in training mode a second time; BatchNorm would update
+        its running statistics twice. `_frozen_bn_stats` makes the second pass leave them alone,
+        so a checkpointed run matches an ordinary one up to rounding."""
+        groups = _split(list(self.units), self.checkpoint_segments)
+        for group in groups:
+            seg = nn.Sequential(*group)
+            x = checkpoint(seg, x, use_reentrant=False,
+                           context_fn=lambda seg=seg: (contextlib.nullcontext(), _frozen_bn_stats(seg)))
+        return x
+
+
+def _split(items: list, k: int) -> list[list]:
+    k = max(1, min(k, len(items)))
+    size, rest = divmod(len(items), k)
+    out, i = [], 0
+    for j in range(k):
+        n = size + (1 if j < rest else 0)
+        out.append(items[i:i + n])
+        i += n
+    return [g for g in out if g]
+
+
+@contextlib.contextmanager
+def _frozen_bn_stats(module: nn.Module):
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [(m.momentum, m.num_batches_tracked.clone() if m.num_batches_tracked is not None else None)
+             for m in bns]
+    for m in bns:
+        m.momentum = 0.0  # running = (1 - 0) * running + 0 * batch: unchanged
+    try:
+        yield
+    finally:
+        for m, (mom, nbt) in zip(bns, saved):
+            m.momentum = mom
+            if nbt is not None:
+                m.num_batches_tracked.copy_(nbt)
+
+
+def _stem_channels(stem: nn.Module) -> int:
+    return [m for m in stem.modules() if isinstance(m, nn.Conv2d)][0].out_channels
+
+
+def make_stem(family: str, in_channels: int, width: int, pre: str) -> nn.Module:
+    """conv [BN] [ReLU]: the parts of BN-ReLU that the first unit's pre-activation does not supply
+    (He 2016b: in pre-activation nets the first unit applies BN-ReLU right after the stem conv)."""
+    stem_act = {"": "bn_relu", "relu": "bn", "bn_relu": ""}[pre]
+    if family == "imagenet":
+        # 7x7/2 conv, 3x3/2 max-pool (He 2016a Table 1).
+        return nn.Sequential(nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=False),
+                             act(stem_act, width), nn.MaxPool2d(3, stride=2, padding=1))
+    return nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1, bias=False), act(stem_act, width))
+
+
+def he_init(model: nn.Module) -> None:
+    """He et al. 2015 init, std = sqrt(2/n) with n = k*k*C_out, as the authors' Torch code (fan_out);
+    BN gamma 1, beta 0. Gate biases keep the value their constructors set."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d) and m.bias is None:
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(m, nn.modules.batchnorm._BatchNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+def zero_init_last_bn(model: ResNet) -> None:
+    """Goyal et al. 2017: gamma of the last BN inside each branch starts at 0, so F(x) = 0 and each
+    unit starts as its shortcut. Works for every ordering: BN is followed by at most ReLU and conv."""
+    for unit in model.units:
+        bns = [m for m in unit.branch.modules() if isinstance(m, nn.BatchNorm2d)]
+        if bns:
+            nn.init.zeros_(bns[-1].weight)
+
+
+def build_model(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
+    """The only function that reads a ModelSpec; every block takes explicit arguments."""
+    block = resolve_block(m)
+    order = ORDERINGS[m.unit]
+    widths = list(m.widths)
+    stem_width = widths[0]
+    stem = make_stem(m.family, in_channels, stem_width, order.pre)
+    shortcut = m.shortcut.model_dump()
+    units: list[ResidualUnit] = []
+    cin = stem_width
+    for stage, (n_units, width) in enumerate(zip(units_per_stage(m), widths)):
+        for i in range(n_units):
+            stride = 2 if (stage > 0 and i == 0) else 1
+            unit = make_unit(block, cin, width, stride, m.unit, shortcut=shortcut, downsample=m.downsample or "A",
+                             share_pre=(not units) or stride != 1 or cin != width * (4 if block == "bottleneck" else 1),
+                             bottleneck_stride=m.bottleneck_stride)
+            units.append(unit)
+            cin = unit.out_channels
+    # Pre-activation nets end with one more BN-ReLU before pooling (He 2016b, authors' code):
+    # the last unit's sum is otherwise never normalised. Generally: the unit's pre-activation once more.
+    head_act = act(order.pre, cin)
+    model = ResNet(stem, units, head_act, num_classes)
+    he_init(model)
+    if m.zero_init_last_bn:
+        zero_init_last_bn(model)
+    return model
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

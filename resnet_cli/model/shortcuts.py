@@ -1,0 +1,189 @@
+"""What sits on the shortcut (He 2016b Table 1) and how shapes are matched (He 2016a options A/B/C).
+
+A unit computes `skip = project(x)` (identity, zero-padding or a 1x1 projection) and then lets a
+registered *combiner* join skip and branch: `y = combine(x, skip, fx)`. Each row of He 2016b
+Table 1 is one combiner plus its parameters, so a new shortcut design is one registered class.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..registry import Registry
+
+COMBINERS: Registry[type[nn.Module]] = Registry("shortcut")
+
+
+# ------------------------------------------------------------------------------------------
+# Matching shapes: option A, B, C (He 2016a sec. 3.3)
+
+
+class ZeroPadSkip(nn.Module):
+    """Option A: identity with stride-2 subsampling and zero-padded extra channels (no parameters)."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int):
+        super().__init__()
+        self.extra = out_channels - in_channels
+        self.stride = stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.stride > 1:
+            x = x[:, :, :: self.stride, :: self.stride]  # (N, C, H/s, W/s)
+        if self.extra:
+            x = F.pad(x, (0, 0, 0, 0, 0, self.extra))  # (N, C + extra, H/s, W/s)
+        return x
+
+
+def projection(in_channels: int, out_channels: int, stride: int, with_bn: bool) -> nn.Module:
+    """Options B/C: a 1x1 projection W_s. He 2016a follows it with BN; the pre-activation code of
+    He 2016b does not (its input is already batch-normalised by the shared pre-activation)."""
+    conv = nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False)
+    return nn.Sequential(conv, nn.BatchNorm2d(out_channels)) if with_bn else conv
+
+
+def make_skip(option: str, in_channels: int, out_channels: int, stride: int, with_bn: bool,
+              always_project: bool) -> nn.Module:
+    changes = stride != 1 or in_channels != out_channels
+    if always_project or option == "C" or (option == "B" and changes):
+        return projection(in_channels, out_channels, stride, with_bn)
+    if changes:  # option A, or option B where nothing changes falls through to identity
+        return ZeroPadSkip(in_channels, out_channels, stride)
+    return nn.Identity()
+
+
+# ------------------------------------------------------------------------------------------
+# Gates g(x) = sigmoid(W_g x + b_g)
+
+
+class ConvGate(nn.Module):
+    """He 2016b: a 1x1 conv gate, one value per position and channel."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int, bias: float):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=True)
+        nn.init.constant_(self.conv.bias, bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.conv(x))  # (N, C_out, H/s, W/s)
+
+
+class ChannelGate(nn.Module):
+    """A lighter design: one gate per channel from the globally pooled input."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int, bias: float):
+        super().__init__()
+        self.fc = nn.Linear(in_channels, out_channels)
+        nn.init.constant_(self.fc.bias, bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pooled = x.mean(dim=(2, 3))  # (N, C_in)
+        return torch.sigmoid(self.fc(pooled))[:, :, None, None]  # (N, C_out, 1, 1)
+
+
+GATES = {"conv": ConvGate, "channel": ChannelGate}
+
+
+# ------------------------------------------------------------------------------------------
+# Combiners: y = s_h * skip + s_F * fx. Constructor arguments are explicit, never the spec.
+
+
+@COMBINERS.register("identity")
+class IdentityShortcut(nn.Module):
+    """He 2016a eq. 1: y = x + F(x). The clean highway of He 2016b."""
+
+    def forward(self, x, skip, fx):
+        return skip + fx
+
+
+@COMBINERS.register("none")
+class NoShortcut(nn.Module):
+    """A plain net: the same layers with nothing on the shortcut (He 2016a Fig. 6, left)."""
+
+    uses_skip = False
+
+    def forward(self, x, skip, fx):
+        return fx
+
+
+@COMBINERS.register("scale")
+class ScaledShortcut(nn.Module):
+    """He 2016b Table 1 'constant scaling': y = lambda * x + s_F * F(x).
+    Over L units the direct gradient term becomes lambda^L (0.5^54 ~ 5.6e-17 in ResNet-110)."""
+
+    def __init__(self, shortcut_scale: float, branch_scale: float):
+        super().__init__()
+        self.shortcut_scale = shortcut_scale
+        self.branch_scale = branch_scale
+
+    def forward(self, x, skip, fx):
+        return self.shortcut_scale * skip + self.branch_scale * fx
+
+    def extra_repr(self) -> str:
+        return f"shortcut_scale={self.shortcut_scale}, branch_scale={self.branch_scale}"
+
+
+class _Gated(nn.Module):
+    def __init__(self, gate: nn.Module):
+        super().__init__()
+        self.gate = gate
+
+
+@COMBINERS.register("exclusive_gate")
+class ExclusiveGate(_Gated):
+    """He 2016b Table 1 'exclusive gating': y = (1 - g(x)) * x + g(x) * F(x)."""
+
+    def forward(self, x, skip, fx):
+        g = self.gate(x)
+        return (1 - g) * skip + g * fx
+
+
+@COMBINERS.register("highway")
+class HighwayGate(ExclusiveGate):
+    """Srivastava et al. 2015: y = T(x) H(x) + (1 - T(x)) x. The same form as exclusive gating
+    (He 2016b sec. 3.1 says so); registered under its own name so studies can label rows with the
+    literature's name and vary gate design (`shortcut.gate`) and carry bias (`shortcut.gate_bias`)."""
+
+
+@COMBINERS.register("shortcut_gate")
+class ShortcutOnlyGate(_Gated):
+    """He 2016b Table 1 'shortcut-only gating': y = (1 - g(x)) * x + F(x)."""
+
+    def forward(self, x, skip, fx):
+        return (1 - self.gate(x)) * skip + fx
+
+
+@COMBINERS.register("conv1x1")
+class ConvShortcut(nn.Module):
+    """He 2016b Table 1 '1x1 conv shortcut': a projection on every unit (the skip is projected)."""
+
+    always_project = True
+
+    def forward(self, x, skip, fx):
+        return skip + fx
+
+
+@COMBINERS.register("dropout")
+class DropoutShortcut(nn.Module):
+    """He 2016b Table 1 'dropout shortcut': y = dropout_p(x) + F(x). (Inverted dropout, as
+    nn.Dropout: scaled by 1/(1-p) in training, so its expectation is x.)"""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x, skip, fx):
+        return self.drop(skip) + fx
+
+
+def make_combiner(kind: str, in_channels: int, out_channels: int, stride: int, *, shortcut_scale: float,
+                  branch_scale: float, gate: str, gate_bias: float, dropout: float) -> nn.Module:
+    cls = COMBINERS[kind]
+    if issubclass(cls, _Gated):
+        return cls(GATES[gate](in_channels, out_channels, stride, gate_bias))
+    if cls is ScaledShortcut:
+        return cls(shortcut_scale, branch_scale)
+    if cls is DropoutShortcut:
+        return cls(dropout)
+    return cls()

@@ -1,0 +1,128 @@
+"""Residual units: where BN and ReLU sit (He 2016b Table 2), basic and bottleneck branches.
+
+An ordering is data: what comes before the first conv (pre-activation), what ends the branch,
+and what follows the addition. The five units of Table 2 are five rows of `ORDERINGS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..registry import Registry
+from .shortcuts import NoShortcut, make_combiner, make_skip
+
+
+@dataclass(frozen=True)
+class Ordering:
+    pre: str  # before the first conv: "", "relu", "bn_relu"
+    end: str  # after the last conv, inside the branch: "", "bn", "bn_relu"
+    post: str  # after the addition: "", "relu", "bn_relu"
+
+
+ORDERINGS: Registry[Ordering] = Registry("unit ordering")
+ORDERINGS.register("original")(Ordering(pre="", end="bn", post="relu"))  # (a) He 2016a
+ORDERINGS.register("bn_after_add")(Ordering(pre="", end="", post="bn_relu"))  # (b)
+ORDERINGS.register("relu_before_add")(Ordering(pre="", end="bn_relu", post=""))  # (c)
+ORDERINGS.register("relu_preact")(Ordering(pre="relu", end="bn", post=""))  # (d)
+ORDERINGS.register("full_preact")(Ordering(pre="bn_relu", end="", post=""))  # (e) He 2016b
+
+
+def act(kind: str, channels: int) -> nn.Module:
+    """'' -> Identity, 'relu', 'bn', 'bn_relu'."""
+    layers: list[nn.Module] = []
+    if "bn" in kind:
+        layers.append(nn.BatchNorm2d(channels))
+    if "relu" in kind:
+        layers.append(nn.ReLU(inplace=False))
+    if not layers:
+        return nn.Identity()
+    return layers[0] if len(layers) == 1 else nn.Sequential(*layers)
+
+
+def conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+
+
+def conv1x1(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
+
+
+def basic_branch(cin: int, width: int, stride: int, order: Ordering, pre_inside: bool) -> nn.Sequential:
+    """Two 3x3 convs (He 2016a Fig. 5 left). Output channels: width."""
+    return nn.Sequential(
+        act(order.pre if pre_inside else "", cin),
+        conv3x3(cin, width, stride),
+        act("bn_relu", width),
+        conv3x3(width, width),
+        act(order.end, width),
+    )
+
+
+def bottleneck_branch(cin: int, width: int, stride: int, order: Ordering, pre_inside: bool,
+                      stride_in: str) -> nn.Sequential:
+    """1x1 reduce, 3x3, 1x1 expand x4 (He 2016a Fig. 5 right). The paper strides in the first 1x1;
+    torchvision's "v1.5" in the 3x3 (stride_in='3x3'), which the ImageNet parity tests use."""
+    s1, s3 = (stride, 1) if stride_in == "1x1" else (1, stride)
+    return nn.Sequential(
+        act(order.pre if pre_inside else "", cin),
+        conv1x1(cin, width, s1),
+        act("bn_relu", width),
+        conv3x3(width, width, s3),
+        act("bn_relu", width),
+        conv1x1(width, 4 * width),
+        act(order.end, 4 * width),
+    )
+
+
+class ResidualUnit(nn.Module):
+    """y = combine(x, project(x), F(x)); x_next = post(y)   (He 2016b eq. 1-2)."""
+
+    def __init__(self, shared_pre: nn.Module, skip: nn.Module, branch: nn.Module, combine: nn.Module,
+                 post: nn.Module, in_channels: int, out_channels: int, stride: int):
+        super().__init__()
+        self.shared_pre = shared_pre
+        self.skip = skip
+        self.branch = branch
+        self.combine = combine
+        self.post = post
+        self.in_channels, self.out_channels, self.stride = in_channels, out_channels, stride
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.shared_pre(x)  # pre-activation shared by both paths (first unit, shape change)
+        fx = self.branch(x)  # (N, C_out, H/s, W/s)
+        skip = self.skip(x) if getattr(self.combine, "uses_skip", True) else None
+        y = self.combine(x, skip, fx)
+        return self.post(y)
+
+
+def make_unit(block: str, cin: int, width: int, stride: int, ordering: str, *, shortcut: dict,
+              downsample: str, share_pre: bool, bottleneck_stride: str) -> ResidualUnit:
+    """Build one unit from explicit arguments (never the spec object).
+
+    He 2016b (authors' code): where a unit is the first of the net or changes shape, its
+    pre-activation is applied once *before* the split and the projection reads that activated
+    input; elsewhere the pre-activation sits inside the branch and the shortcut stays clean.
+    """
+    order = ORDERINGS[ordering]
+    cout = width * (4 if block == "bottleneck" else 1)
+    shared = share_pre and bool(order.pre)
+    if block == "bottleneck":
+        branch = bottleneck_branch(cin, width, stride, order, not shared, bottleneck_stride)
+    else:
+        branch = basic_branch(cin, width, stride, order, not shared)
+    combine = make_combiner(shortcut["kind"], cin, cout, stride,
+                            shortcut_scale=shortcut["shortcut_scale"], branch_scale=shortcut["branch_scale"],
+                            gate=shortcut["gate"], gate_bias=shortcut["gate_bias"], dropout=shortcut["dropout"])
+    if isinstance(combine, NoShortcut):
+        skip: nn.Module = nn.Identity()  # a plain net has no shortcut parameters at all
+    else:
+        skip = make_skip(downsample, cin, cout, stride, with_bn=not order.pre,
+                         always_project=getattr(combine, "always_project", False))
+    return ResidualUnit(
+        shared_pre=act(order.pre, cin) if shared else nn.Identity(),
+        skip=skip, branch=branch, combine=combine, post=act(order.post, cout),
+        in_channels=cin, out_channels=cout, stride=stride,
+    )

@@ -1,0 +1,87 @@
+"""Rendering, one place: tables for people, JSON lines for pipes, diagnostics on stderr.
+
+stdout carries results only (a rich table on a terminal, JSON lines otherwise); progress bars,
+live tables and messages go to a stderr console. The format is chosen from `--json` or from
+`sys.stdout.isatty()`, never from rich's terminal detection, which FORCE_COLOR=1 fools (PITFALLS).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import sys
+from typing import Any, Iterable, Sequence
+
+from rich.console import Console
+
+from .errors import PipeClosed
+from rich.table import Table
+
+
+class Format(enum.Enum):
+    TABLE = "table"
+    JSON = "json"
+
+
+def choose(json_flag: bool) -> Format:
+    return Format.JSON if json_flag or not sys.stdout.isatty() else Format.TABLE
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def stdout() -> Console:
+    return Console(highlight=False)
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN/Inf: write them as strings so every line parses with any JSON reader."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def emit(obj: dict[str, Any]) -> None:
+    """One JSON object per line on stdout, flushed so pipelines see it at once."""
+    try:
+        sys.stdout.write(json.dumps(_clean(obj), allow_nan=False) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise PipeClosed() from None
+
+
+def info(message: str) -> None:
+    stderr().print(message)
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.{digits}f}"
+    if isinstance(value, int) and value >= 10_000:
+        return f"{value:,}"
+    return str(value)
+
+
+def params_str(n: int) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 100_000 else f"{n / 1e3:.1f}k"
+
+
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], justify_right: Sequence[bool] | None = None,
+          caption: str | None = None) -> Table:
+    t = Table(title=title, caption=caption, header_style="bold")
+    for i, col in enumerate(columns):
+        right = justify_right[i] if justify_right else i > 0
+        t.add_column(col, justify="right" if right else "left")
+    for row in rows:
+        t.add_row(*(fmt(v) if not isinstance(v, str) else v for v in row))
+    return t

@@ -1,0 +1,34 @@
+"""The learning rate as a pure function of the iteration count.
+
+Peers set a warm-up lr by hand and let a scheduler overwrite it (or never restore 0.1); computing
+lr(iteration) from the spec alone makes the whole trace testable and resume exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .spec import OptimSpec
+
+
+def total_iters(optim: OptimSpec, iters_per_epoch: int) -> int:
+    return optim.iters if optim.iters is not None else optim.epochs * iters_per_epoch
+
+
+def milestone_iters(optim: OptimSpec, iters_per_epoch: int) -> list[int]:
+    """Milestones are written in the unit of the run's length; the loop counts iterations."""
+    scale = 1 if optim.iters is not None else iters_per_epoch
+    return [m * scale for m in (optim.milestones or [])]
+
+
+def lr_at(iteration: int, optim: OptimSpec, iters_per_epoch: int) -> float:
+    """He 2016b sec. 4: lr 0.01 until `warmup_iters`, then back to `lr`, divided by 1/gamma at
+    each milestone (He 2016a: 0.1, /10 at 32k and 48k, stop at 64k)."""
+    if iteration < optim.warmup_iters:
+        return optim.warmup_lr
+    passed = sum(1 for m in milestone_iters(optim, iters_per_epoch) if iteration >= m)
+    return optim.lr * optim.gamma ** passed
+
+
+def epochs_for(optim: OptimSpec, iters_per_epoch: int) -> int:
+    return math.ceil(total_iters(optim, iters_per_epoch) / iters_per_epoch)

@@ -1,0 +1,420 @@
+"""The spec language: one strict, frozen schema for every run.
+
+A spec has five sections (model, data, optim, train, run). Defaults live here and only here; a YAML
+file, the command-line flags and `--set dotted.key=value` are all merged into one plain dict and
+validated once, so every route in has the same checks and the same one-line errors.
+
+`resolve()` then fills the fields whose default depends on others (block kind from depth, widths
+from family, augmentation from dataset, milestones from the schedule length); the resolved spec is
+what a run directory records, so a run can always be repeated from its own `spec.yaml`.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from . import yamlio
+from .errors import UserError
+
+# ---------------------------------------------------------------------------------------------
+# Names. Each tuple is the set of valid values; model/ registers one class per name.
+UNITS = ("original", "bn_after_add", "relu_before_add", "relu_preact", "full_preact")  # He 2016b Table 2
+SHORTCUTS = (
+    "identity", "none", "scale", "exclusive_gate", "shortcut_gate", "conv1x1", "dropout", "highway",
+)  # He 2016b Table 1 and Srivastava et al. 2015
+FAMILIES = ("cifar", "imagenet", "digits")
+DATASETS = ("digits", "synthetic", "cifar10", "cifar100", "imagenet")
+
+# ImageNet nets: units per stage and block kind (He 2016a Table 1; 200 from He 2016b).
+IMAGENET_LAYOUTS: dict[int, tuple[str, tuple[int, ...]]] = {
+    18: ("basic", (2, 2, 2, 2)),
+    34: ("basic", (3, 4, 6, 3)),
+    50: ("bottleneck", (3, 4, 6, 3)),
+    101: ("bottleneck", (3, 4, 23, 3)),
+    152: ("bottleneck", (3, 8, 36, 3)),
+    200: ("bottleneck", (3, 24, 36, 3)),
+}
+# CIFAR depths at which the papers used bottleneck units (He 2016b: ResNet-164 and ResNet-1001).
+CIFAR_BOTTLENECK_DEPTHS = (164, 1001)
+DEFAULT_WIDTHS = {"cifar": (16, 32, 64), "imagenet": (64, 128, 256, 512), "digits": (16,)}
+
+
+class _Section(BaseModel):
+    # strict: "20" is not an int and 20.5 is not a depth; extra: a misspelt key is an error.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ShortcutSpec(_Section):
+    """What sits on the shortcut: y = s_h * h(x) + s_F * F(x) (He 2016b eq. 1-2, Table 1)."""
+
+    kind: Literal[SHORTCUTS] = "identity"
+    # `scale`: constant factors on the shortcut and on the branch (Table 1 rows 2-4).
+    shortcut_scale: float = 1.0
+    branch_scale: float = 1.0
+    # Gates g(x) = sigmoid(W_g x + b_g). He 2016b reports that b_g decides success (fails for
+    # 0..-5 with exclusive gating, 8.70% at -6); highway nets use -1..-3 (Srivastava 2015).
+    gate_bias: float = -6.0
+    # conv: a 1x1 conv, one gate per position and channel (He 2016b); channel: global pool + linear,
+    # one gate per channel, a lighter design for studies of gate design.
+    gate: Literal["conv", "channel"] = "conv"
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.5
+
+
+class ModelSpec(_Section):
+    family: Literal[FAMILIES] = "cifar"
+    depth: Annotated[int, Field(ge=1)] = 20
+    # None: the papers' choice for that depth (see resolve_block).
+    block: Literal["basic", "bottleneck"] | None = None
+    unit: Literal[UNITS] = "original"
+    shortcut: ShortcutSpec = ShortcutSpec()
+    # Where shapes change (He 2016a sec. 3.3): A zero-pads an identity (no parameters, the CIFAR
+    # default), B projects only there, C projects on every shortcut.
+    downsample: Literal["A", "B", "C"] | None = None
+    # Base (inner) width of each stage; bottleneck units output 4x this. None: the family's.
+    widths: list[Annotated[int, Field(ge=1)]] | None = None
+    # Goyal et al. 2017: the last BN of every branch starts at gamma = 0, so each unit starts as
+    # the identity.
+    zero_init_last_bn: bool = False
+    # He 2016a puts a bottleneck's stride in its first 1x1; torchvision ("v1.5") in the 3x3.
+    bottleneck_stride: Literal["1x1", "3x3"] = "1x1"
+    # None: the dataset's number of classes.
+    num_classes: Annotated[int, Field(ge=2)] | None = None
+
+
+class SyntheticSpec(_Section):
+    """A learnable synthetic task: one smooth random template per class, plus noise."""
+
+    image_size: Annotated[int, Field(ge=4, le=512)] = 32
+    channels: Annotated[int, Field(ge=1, le=16)] = 3
+    classes: Annotated[int, Field(ge=2, le=1000)] = 10
+    train_size: Annotated[int, Field(ge=2)] = 2048
+    test_size: Annotated[int, Field(ge=1)] = 512
+    noise: Annotated[float, Field(ge=0.0)] = 1.0
+
+
+class DataSpec(_Section):
+    dataset: Literal[DATASETS] = "cifar10"
+    # Where datasets live (CIFAR python batches, ImageNet train/ and val/ folders). None: the
+    # cache directory, $RESNET_DATA or ~/.cache/resnet-cli.
+    dir: str | None = None
+    download: bool = True
+    # auto: pad-crop-flip for CIFAR and ImageNet (He 2016a sec. 4.2); none for digits (a flipped
+    # digit is another digit) and synthetic.
+    augment: Literal["auto", "none", "flip", "crop", "crop_flip"] = "auto"
+    pad: Annotated[int, Field(ge=0, le=16)] = 4
+    # Training images held out for validation (He 2016a tuned on 45k/5k: val_split 5000). The
+    # split is fixed, independent of the run seed.
+    val_split: Annotated[int, Field(ge=0)] = 0
+    # Use only the first N training / test images of a fixed shuffle: quick studies.
+    train_subset: Annotated[int, Field(ge=2)] | None = None
+    test_subset: Annotated[int, Field(ge=1)] | None = None
+    synthetic: SyntheticSpec = SyntheticSpec()
+    image_size: Annotated[int, Field(ge=32)] = 224  # ImageNet folders only
+    workers: Annotated[int, Field(ge=0)] = 4  # ImageNet folders only
+
+
+class OptimSpec(_Section):
+    """The papers' CIFAR recipe by default (He 2016a sec. 4.2, He 2016b sec. 4)."""
+
+    optimizer: Literal["sgd"] = "sgd"
+    lr: Annotated[float, Field(gt=0.0)] = 0.1
+    momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.9
+    nesterov: bool = False
+    weight_decay: Annotated[float, Field(ge=0.0)] = 1e-4
+    batch_size: Annotated[int, Field(ge=2)] = 128
+    # Length: exactly one of iters and epochs. 64k iterations is ~164 epochs of 50k images.
+    iters: Annotated[int, Field(ge=1)] | None = 64000
+    epochs: Annotated[int, Field(ge=1)] | None = None
+    # Steps of the lr, in the unit of the length (iterations or epochs). None: at 50% and 75% of
+    # the run, the papers' 32k and 48k of 64k.
+    milestones: list[Annotated[int, Field(ge=0)]] | None = None
+    gamma: Annotated[float, Field(gt=0.0, le=1.0)] = 0.1
+    # He 2016b: lr 0.01 for the first 400 iterations, then back to 0.1 (every CIFAR run).
+    warmup_iters: Annotated[int, Field(ge=0)] = 400
+    warmup_lr: Annotated[float, Field(gt=0.0)] = 0.01
+
+    @model_validator(mode="after")
+    def _one_length(self) -> OptimSpec:
+        if (self.iters is None) == (self.epochs is None):
+            raise ValueError("set exactly one of optim.iters and optim.epochs (the other to null)")
+        if self.milestones is not None:
+            length = self.iters if self.iters is not None else self.epochs
+            if sorted(self.milestones) != self.milestones or len(set(self.milestones)) != len(self.milestones):
+                raise ValueError(f"optim.milestones must be strictly increasing, got {self.milestones}")
+            if self.milestones and self.milestones[-1] >= length:
+                unit = "iters" if self.iters is not None else "epochs"
+                raise ValueError(f"optim.milestones {self.milestones} must be below optim.{unit} = {length}")
+        return self
+
+
+class TrainSpec(_Section):
+    """How the loop runs: evaluation, checkpoints, logging, memory and speed settings."""
+
+    eval_every: Literal["epoch", "end"] = "epoch"
+    checkpoint_every: Annotated[int, Field(ge=0)] = 1000  # iterations; 0: only at epoch ends
+    # Log per-layer gradient norms into metrics every N iterations (0: never).
+    grad_norm_every: Annotated[int, Field(ge=0)] = 0
+    # Recompute activations in K segments of units in the backward pass (0: off).
+    checkpoint_segments: Annotated[int, Field(ge=0)] = 0
+    channels_last: Literal["auto", "on", "off"] = "auto"
+    compile: bool = False
+    # A loss above this multiple of the first logged loss counts as diverged (He 2016b's "fail").
+    diverge_factor: Annotated[float, Field(gt=1.0)] = 20.0
+
+
+class RunSpec(_Section):
+    seed: Annotated[int, Field(ge=0)] = 0
+    device: str = "auto"  # auto, cpu, cuda, cuda:N
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # The run directory. None: runs/<time>-<net>-<dataset>-s<seed> under the current directory.
+    out: str | None = None
+    threads: Annotated[int, Field(ge=0)] = 0  # CPU threads; 0: torch's default
+
+    @model_validator(mode="after")
+    def _device(self) -> RunSpec:
+        d = self.device
+        if not (d in ("auto", "cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())):
+            raise ValueError(f"run.device must be auto, cpu, cuda or cuda:N, got '{d}'")
+        return self
+
+
+class Spec(_Section):
+    model: ModelSpec = ModelSpec()
+    data: DataSpec = DataSpec()
+    optim: OptimSpec = OptimSpec()
+    train: TrainSpec = TrainSpec()
+    run: RunSpec = RunSpec()
+
+    @model_validator(mode="after")
+    def _depth(self) -> Spec:
+        check_depth(self.model)
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# Depth rules
+
+
+def _nearest(depth: int, base: int, step: int) -> str:
+    below = max(base + step, depth - (depth - base) % step)
+    above = below + step if below < depth else below
+    near = sorted({below, above} - {depth})
+    return " or ".join(str(d) for d in near)
+
+
+def check_depth(model: ModelSpec) -> None:
+    """Raise ValueError naming the nearest valid depths when a depth cannot be built."""
+    d = model.depth
+    if model.family == "imagenet":
+        if d not in IMAGENET_LAYOUTS:
+            raise ValueError(f"model.depth {d} is not an ImageNet ResNet; valid: {', '.join(map(str, IMAGENET_LAYOUTS))}")
+        return
+    if model.family == "digits":
+        if d < 4 or d % 2:
+            raise ValueError(f"model.depth {d} is not 2n+2 with n >= 1 for the digits net; nearest: {_nearest(d, 2, 2)}")
+        return
+    block = resolve_block(model)
+    if block == "basic" and (d < 8 or (d - 2) % 6):
+        hint = " (or block: bottleneck)" if d >= 11 and (d - 2) % 9 == 0 else ""
+        raise ValueError(f"model.depth {d} is not 6n+2 for basic CIFAR units; nearest: {_nearest(d, 2, 6)}{hint}")
+    if block == "bottleneck" and (d < 11 or (d - 2) % 9):
+        raise ValueError(f"model.depth {d} is not 9n+2 for bottleneck CIFAR units; nearest: {_nearest(d, 2, 9)}")
+
+
+def resolve_block(model: ModelSpec) -> str:
+    """The papers' block for a depth when the spec leaves it open."""
+    if model.block is not None:
+        return model.block
+    if model.family == "imagenet":
+        return IMAGENET_LAYOUTS.get(model.depth, ("basic", ()))[0]
+    if model.family == "digits":
+        return "basic"
+    d = model.depth
+    if d in CIFAR_BOTTLENECK_DEPTHS or ((d - 2) % 6 and not (d - 2) % 9):
+        return "bottleneck"
+    return "basic"
+
+
+def units_per_stage(model: ModelSpec) -> tuple[int, ...]:
+    """Residual units in each stage: 6n+2 basic, 9n+2 bottleneck, 2n+2 digits, table for ImageNet."""
+    if model.family == "imagenet":
+        return IMAGENET_LAYOUTS[model.depth][1]
+    if model.family == "digits":
+        return ((model.depth - 2) // 2,)
+    per_unit = 3 if resolve_block(model) == "bottleneck" else 2
+    return ((model.depth - 2) // (3 * per_unit),) * 3
+
+
+# ---------------------------------------------------------------------------------------------
+# Building a spec from a file, flags and overrides
+
+
+def set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested dict, creating sections; refuses to descend into a scalar."""
+    keys = dotted.split(".")
+    if not all(keys):
+        raise UserError(f"--set {dotted}: empty key segment; expected dotted.key=value, e.g. optim.lr=0.05")
+    node = tree
+    for i, key in enumerate(keys[:-1]):
+        nxt = node.setdefault(key, {})
+        if not isinstance(nxt, dict):
+            raise UserError(f"--set {dotted}: '{'.'.join(keys[:i + 1])}' is a value, not a section")
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise UserError(f"--set {item}: expected dotted.key=value, e.g. --set optim.lr=0.05")
+    key, _, text = item.partition("=")
+    return key.strip(), yamlio.parse_scalar(text)
+
+
+def _one_line(err: ValidationError, source: str) -> str:
+    e = err.errors(include_url=False)[0]
+    path = ".".join(str(p) for p in e["loc"])
+    if e["type"] == "extra_forbidden":
+        section = _section_for(e["loc"][:-1])
+        valid = ", ".join(section.model_fields) if section else ""
+        where = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
+        return f"{source}: unknown key '{path}'; valid keys in {where}: {valid}"
+    msg = e["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+        return f"{source}: {msg}"
+    got = e.get("input")
+    shown = f" (got {got!r})" if not isinstance(got, dict) else ""
+    more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
+    return f"{source}: {path or 'spec'}: {msg}{shown}{more}"
+
+
+def _section_for(loc: tuple) -> type[BaseModel] | None:
+    cls: type[BaseModel] = Spec
+    for key in loc:
+        field = cls.model_fields.get(str(key))
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return None
+        cls = field.annotation
+    return cls
+
+
+def validate(tree: Any, source: str = "spec") -> Spec:
+    if tree is None:
+        tree = {}
+    if not isinstance(tree, dict):
+        raise UserError(f"{source}: a spec is a mapping of sections (model, data, optim, train, run), got {type(tree).__name__}")
+    try:
+        return Spec.model_validate(tree)
+    except ValidationError as err:
+        raise UserError(_one_line(err, source)) from None
+
+
+def configs_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+def find_spec_file(name: str) -> Path:
+    """A path, or the name of a bundled config (`resnet110`, `preact/resnet1001-cifar10`)."""
+    path = Path(name)
+    if path.exists():
+        return path
+    for cand in (configs_dir() / name, configs_dir() / f"{name}.yaml"):
+        if cand.is_file():
+            return cand
+    hits = sorted(configs_dir().rglob(f"{Path(name).stem}.yaml"))
+    if len(hits) == 1:
+        return hits[0]
+    raise UserError(f"{name}: no such spec file or bundled config (see `resnet configs`)")
+
+
+def load_tree(spec_file: str | None) -> dict:
+    if spec_file is None:
+        return {}
+    path = find_spec_file(spec_file)
+    tree = yamlio.load_file(path)
+    if tree is None:
+        return {}
+    if not isinstance(tree, dict):
+        raise UserError(f"{path}: a spec is a mapping of sections (model, data, optim, train, run)")
+    return tree
+
+
+def build(spec_file: str | None = None, overrides: list[tuple[str, Any]] = (), sets: list[str] = ()) -> Spec:
+    """File, then flag overrides, then `--set` items: merged, validated once, resolved."""
+    tree = copy.deepcopy(load_tree(spec_file))
+    source = str(spec_file) if spec_file else "spec"
+    for key, value in overrides:
+        set_dotted(tree, key, value)
+    for item in sets:
+        set_dotted(tree, *parse_set(item))
+    return resolve(validate(tree, source))
+
+
+def merge(base: dict, over: dict) -> dict:
+    """Deep-merge two spec trees (studies: a row's overrides onto the base spec)."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolution of the open (None / auto) fields
+
+
+def resolve(spec: Spec) -> Spec:
+    m, d, o = spec.model, spec.data, spec.optim
+    model = m.model_copy(update={
+        "block": resolve_block(m),
+        "widths": list(m.widths) if m.widths is not None else list(DEFAULT_WIDTHS[m.family]),
+        "downsample": m.downsample or ("B" if m.family == "imagenet" else "A"),
+    })
+    n_stages = len(units_per_stage(model))
+    if len(model.widths) != n_stages:
+        raise UserError(f"model.widths has {len(model.widths)} entries; the {m.family} family has {n_stages} stages")
+    augment = d.augment
+    if augment == "auto":
+        augment = "crop_flip" if d.dataset in ("cifar10", "cifar100", "imagenet") else "none"
+    data = d.model_copy(update={"augment": augment})
+    milestones = o.milestones
+    if milestones is None:
+        length = o.iters if o.iters is not None else o.epochs
+        milestones = sorted({length // 2, length * 3 // 4} - {0})
+    optim = o.model_copy(update={"milestones": list(milestones)})
+    return spec.model_copy(update={"model": model, "data": data, "optim": optim})
+
+
+def to_tree(spec: Spec) -> dict:
+    return spec.model_dump(mode="json")
+
+
+def to_yaml(spec: Spec) -> str:
+    import yaml
+
+    return yaml.safe_dump(to_tree(spec), sort_keys=False, default_flow_style=None)
+
+
+# Keys that may change between a run and its resume: where it runs, not what it computes.
+RESUME_FREE = ("run.device", "run.threads", "run.out")
+
+
+def diff(a: Spec, b: Spec) -> list[str]:
+    """Dotted keys whose values differ between two specs (resume refuses on a changed spec)."""
+    out: list[str] = []
+
+    def walk(x: Any, y: Any, path: str) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                walk(x.get(k), y.get(k), f"{path}.{k}" if path else k)
+        elif x != y:
+            out.append(path)
+
+    walk(to_tree(a), to_tree(b), "")
+    return out

@@ -1,0 +1,95 @@
+"""A strict YAML reader: PyYAML with the three traps of YAML 1.1 closed.
+
+PyYAML follows YAML 1.1, where `1e-4` is a *string* (no dot), `no`/`off`/`yes`/`on` are
+booleans, and a duplicated key silently keeps the last value. A spec is a scientific record, so
+each of these is either fixed (YAML 1.2 floats and booleans) or refused (duplicate keys).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import UserError
+
+# YAML 1.2 core schema float: accepts 1e-4, 1E5, .5, 5., -inf, .nan.
+_FLOAT_12 = re.compile(
+    r"""^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_INT_12 = re.compile(r"^[-+]?[0-9]+$")
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 scalars and an error on duplicate mapping keys."""
+
+
+# Drop YAML 1.1's implicit resolvers for bools and floats (yes/no/on/off, no-dot exponents)...
+StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:float")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+# ...and install YAML 1.2's: only true/false are booleans; any decimal with an exponent is a float.
+StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            first = seen[key].start_mark.line + 1
+            again = key_node.start_mark.line + 1
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key '{key}' (lines {first} and {again})", key_node.start_mark
+            )
+        seen[key] = key_node
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _int_or_float(loader: StrictLoader, node: yaml.ScalarNode) -> int | float:
+    text = loader.construct_scalar(node)
+    return int(text) if _INT_12.match(text) else float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+StrictLoader.add_constructor("tag:yaml.org,2002:float", _int_or_float)
+
+
+def loads(text: str, source: str = "<string>") -> Any:
+    """Parse YAML text strictly; any problem becomes a one-line UserError naming the source."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: malformed YAML: {problem}") from None
+
+
+def load_file(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a YAML file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    return loads(text, source=str(path))
+
+
+def parse_scalar(text: str) -> Any:
+    """Parse the value of `--set key=value` with the same rules as a spec file."""
+    return loads(text, source="--set") if text.strip() else ""

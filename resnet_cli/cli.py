@@ -4,8 +4,10 @@ plain function, and renders the result. Heavy imports (torch) happen inside the 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from typing import Any, Callable
 
 import typer
 
@@ -27,8 +29,49 @@ def root() -> None:
     """Keeps subcommands stable however many are registered (PITFALLS: Typer collapses a lone one)."""
 
 
+def command(*args: Any, **kwargs: Any) -> Callable:
+    """`@app.command()` plus the error contract: a UserError becomes one line on stderr and its
+    exit code, a closed stdout pipe a quiet exit 141. Being inside the command, this also holds
+    under typer's CliRunner, so tests see exactly what users see."""
+
+    def register(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*a: Any, **kw: Any) -> Any:
+            try:
+                return fn(*a, **kw)
+            except UserError as exc:
+                print(f"resnet: error: {exc.message}", file=sys.stderr)
+                raise typer.Exit(exc.code) from None
+            except PipeClosed:
+                _quiet_stdout()
+                print("resnet: output pipe closed; stopped", file=sys.stderr)
+                raise typer.Exit(errors.BROKEN_PIPE) from None
+
+        return app.command(*args, **kwargs)(wrapper)
+
+    return register
+
+
+def _quiet_stdout() -> None:
+    # The Python docs' recipe: point stdout at devnull so the interpreter's final flush is quiet.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # CliRunner's stdout has no file descriptor
+        pass
+
+
 def _register() -> None:
-    from .commands import configs, train  # noqa: F401  (each module registers its commands on `app`)
+    """Import every module in commands/: each registers its own subcommands on `app`, so a new
+    command is one new file. (These modules import torch lazily, inside their functions.)"""
+    import importlib
+    import pkgutil
+
+    from . import commands
+
+    for mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
+        if mod != "common":
+            importlib.import_module(f"{commands.__name__}.{mod}")
 
 
 _register()
@@ -41,9 +84,7 @@ def main() -> None:
         print(f"resnet: error: {exc.message}", file=sys.stderr)
         sys.exit(exc.code)
     except PipeClosed:
-        # The Python docs' recipe: point stdout at devnull so the interpreter's final flush is quiet.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _quiet_stdout()
         print("resnet: output pipe closed; stopped", file=sys.stderr)
         sys.exit(errors.BROKEN_PIPE)
     except KeyboardInterrupt:

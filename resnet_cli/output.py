@@ -29,7 +29,7 @@ def choose(json_flag: bool) -> Format:
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)  # log lines are never re-wrapped
 
 
 def stdout() -> Console:

@@ -137,6 +137,14 @@ class OptimSpec(_Section):
     warmup_iters: Annotated[int, Field(ge=0)] = 400
     warmup_lr: Annotated[float, Field(gt=0.0)] = 0.01
 
+    @model_validator(mode="before")
+    @classmethod
+    def _epochs_replace_default_iters(cls, raw: Any) -> Any:
+        # Giving `epochs` alone means "this long in epochs": it replaces the default 64k iterations.
+        if isinstance(raw, dict) and raw.get("epochs") is not None and "iters" not in raw:
+            raw = {**raw, "iters": None}
+        return raw
+
     @model_validator(mode="after")
     def _one_length(self) -> OptimSpec:
         if (self.iters is None) == (self.epochs is None):

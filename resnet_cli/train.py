@@ -78,20 +78,21 @@ class Progress:
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
-def evaluate(model: torch.nn.Module, split: data_mod.Split, rt: runtime_mod.Runtime,
+def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtime_mod.Runtime,
              batch_size: int = 1000) -> tuple[float, float]:
-    """Mean cross-entropy and error (%) on a split: batched, no_grad, eval mode."""
+    """Mean cross-entropy and error (%) on a split ('test', 'val', 'train'): batched, no_grad,
+    eval mode, the single original view (He 2016a sec. 4.2)."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), device=rt.device)
     wrong = torch.zeros((), device=rt.device)
     with torch.no_grad(), rt.autocast():
-        for x, y in data_mod.eval_batches(split, batch_size, rt.device):
+        for x, y in data_mod.eval_for(data, split, batch_size, rt.device):
             out = model(x.contiguous(memory_format=rt.memory_format)).float()
             loss_sum += F.cross_entropy(out, y, reduction="sum")
             wrong += (out.argmax(1) != y).sum()
     model.train(was_training)
-    n = len(split.y)
+    n = data_mod.num_examples(data, split)
     return loss_sum.item() / n, 100.0 * wrong.item() / n
 
 
@@ -113,7 +114,7 @@ class Trainer:
         o = spec.optim
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=o.lr, momentum=o.momentum,
                                          nesterov=o.nesterov, weight_decay=o.weight_decay)
-        self.batches = data_mod.batches_for(self.data, o.batch_size, spec.data.augment, spec.data.pad,
+        self.batches = data_mod.batches_for(self.data, "train", o.batch_size, spec.data.augment, spec.data.pad,
                                             self.rt.device, spec.run.seed)
         self.iters_per_epoch = self.batches.iters_per_epoch
         self.total = schedule.total_iters(o, self.iters_per_epoch)
@@ -248,9 +249,9 @@ class Trainer:
             "train_loss": p.loss_sum / max(p.seen, 1), "train_error": 100.0 * (1 - p.correct / max(p.seen, 1)),
         }
         if self.spec.train.eval_every == "epoch" or p.iteration >= self.total:
-            if self.data.val is not None:
-                record["val_loss"], record["val_error"] = evaluate(self.model, self.data.val, self.rt)
-            record["test_loss"], record["test_error"] = evaluate(self.model, self.data.test, self.rt)
+            if data_mod.num_examples(self.data, "val"):
+                record["val_loss"], record["val_error"] = evaluate(self.model, self.data, "val", self.rt)
+            record["test_loss"], record["test_error"] = evaluate(self.model, self.data, "test", self.rt)
         record["elapsed_s"] = round(p.elapsed, 3)
         record["images_per_s"] = p.train_images / max(p.elapsed, 1e-9)
         p.history.append(record)

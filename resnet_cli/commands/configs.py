@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..cli import app
+from ..cli import command
 from . import common
 
 
-@app.command()
+@command()
 def configs(json_: common.Json = False) -> None:
     """List the bundled specs (use a name as SPEC: `resnet train preact/resnet164-cifar10`)."""
     from .. import output

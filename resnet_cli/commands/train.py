@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import errors, output
-from ..cli import app
+from ..cli import command
 from ..errors import UserError
 from . import common
 
@@ -51,7 +51,7 @@ def _resume_dir(resume: str, out: str | None) -> Path:
     return path.parent if path.is_file() else path
 
 
-@app.command()
+@command()
 def train(
     spec_file: common.SpecArg = None,
     depth: common.Depth = None,

@@ -28,6 +28,8 @@ SHORTCUTS = (
 )  # He 2016b Table 1 and Srivastava et al. 2015
 FAMILIES = ("cifar", "imagenet", "digits")
 DATASETS = ("digits", "synthetic", "cifar10", "cifar100", "imagenet")
+# (input channels, classes) of each dataset, known without loading it (dry runs, param counts).
+DATASET_SHAPES = {"digits": (1, 10), "cifar10": (3, 10), "cifar100": (3, 100), "imagenet": (3, 1000)}
 
 # ImageNet nets: units per stage and block kind (He 2016a Table 1; 200 from He 2016b).
 IMAGENET_LAYOUTS: dict[int, tuple[str, tuple[int, ...]]] = {
@@ -231,6 +233,13 @@ def check_depth(model: ModelSpec) -> None:
         raise ValueError(f"model.depth {d} is not 6n+2 for basic CIFAR units; nearest: {_nearest(d, 2, 6)}{hint}")
     if block == "bottleneck" and (d < 11 or (d - 2) % 9):
         raise ValueError(f"model.depth {d} is not 9n+2 for bottleneck CIFAR units; nearest: {_nearest(d, 2, 9)}")
+
+
+def shape_of(data: DataSpec) -> tuple[int, int]:
+    """(input channels, classes) of the spec's dataset."""
+    if data.dataset == "synthetic":
+        return data.synthetic.channels, data.synthetic.classes
+    return DATASET_SHAPES[data.dataset]
 
 
 def resolve_block(model: ModelSpec) -> str:

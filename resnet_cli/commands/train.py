@@ -86,9 +86,8 @@ def train(
 
 
 def _dry_run(spec, fmt: output.Format) -> None:
-    from ..data import shape_of
     from ..model import build_model, count_params
-    from ..spec import to_tree, to_yaml
+    from ..spec import shape_of, to_tree, to_yaml
 
     channels, classes = shape_of(spec.data)
     model = build_model(spec.model, channels, spec.model.num_classes or classes)

@@ -1,0 +1,101 @@
+"""The spec language: strict, one-line errors, YAML traps closed, flags and --set equal to YAML."""
+
+import pytest
+
+from resnet_cli import spec as S
+from resnet_cli import yamlio
+from resnet_cli.errors import UserError
+
+
+def build_from_text(tmp_path, text, sets=()):
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return S.build(str(p), sets=list(sets))
+
+
+def one_line_error(fn, *a, **kw):
+    with pytest.raises(UserError) as e:
+        fn(*a, **kw)
+    msg = e.value.message
+    assert "\n" not in msg and "Traceback" not in msg
+    return msg
+
+
+def test_defaults_are_the_papers_cifar_recipe():
+    s = S.build()
+    o = s.optim
+    assert (o.lr, o.momentum, o.weight_decay, o.batch_size, o.iters) == (0.1, 0.9, 1e-4, 128, 64000)
+    assert o.milestones == [32000, 48000]  # He 2016a: /10 at 32k and 48k
+    assert (o.warmup_iters, o.warmup_lr) == (400, 0.01)
+    assert s.model.downsample == "A" and s.model.block == "basic" and s.data.augment == "crop_flip"
+
+
+def test_yaml_12_floats_and_booleans():
+    assert yamlio.loads("a: 1e-4")["a"] == 1e-4  # PyYAML alone reads this as a string
+    assert yamlio.loads("a: 5E3")["a"] == 5000.0
+    assert yamlio.loads("a: no")["a"] == "no"  # not False
+    assert yamlio.loads("a: true")["a"] is True
+    assert yamlio.loads("a: 20")["a"] == 20 and isinstance(yamlio.loads("a: 20")["a"], int)
+
+
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path):
+    msg = one_line_error(build_from_text, tmp_path, "optim:\n  lr: 0.1\n  lr: 0.2\n")
+    assert "duplicate key 'lr'" in msg and "lines 2 and 3" in msg
+
+
+def test_unknown_key_names_dotted_path_and_valid_keys(tmp_path):
+    msg = one_line_error(build_from_text, tmp_path, "model:\n  depht: 20\n")
+    assert "model.depht" in msg and "depth" in msg
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("model:\n  depth: 21\n", "nearest: 20 or 26"),
+    ("model:\n  depth: 1001\n  block: basic\n", "6n+2"),
+    ("model:\n  depth: 12\n  block: bottleneck\n", "9n+2"),
+    ("model:\n  family: imagenet\n  depth: 19\n", "18, 34, 50, 101, 152, 200"),
+    ("model:\n  unit: preact\n", "full_preact"),
+    ("model:\n  shortcut: {kind: gated}\n", "exclusive_gate"),
+    ("model:\n  depth: '20'\n", "model.depth"),
+    ("optim:\n  lr: -1\n", "optim.lr"),
+    ("optim:\n  lr: 1e-4x\n", "optim.lr"),
+    ("optim:\n  iters: 100\n  milestones: [50, 200]\n", "below optim.iters"),
+    ("run:\n  device: gpu\n", "cuda:N"),
+    ("- a\n- b\n", "mapping"),
+    ("model: [\n", "malformed YAML"),
+])
+def test_bad_specs_give_one_line(tmp_path, text, needle):
+    assert needle in one_line_error(build_from_text, tmp_path, text)
+
+
+def test_flags_and_set_go_through_the_same_validation(tmp_path):
+    s = S.build(None, [("model.depth", 56)], ["optim.weight_decay=5e-4", "model.shortcut.kind=scale"])
+    assert s.model.depth == 56 and s.optim.weight_decay == 5e-4 and s.model.shortcut.kind == "scale"
+    assert "model.depht" in one_line_error(S.build, None, [], ["model.depht=3"])
+    assert "dotted.key=value" in one_line_error(S.build, None, [], ["model.depth"])
+
+
+def test_resolution_picks_the_papers_block():
+    assert S.build(None, [("model.depth", 164)]).model.block == "bottleneck"
+    assert S.build(None, [("model.depth", 110)]).model.block == "basic"
+    assert S.build(None, [("model.depth", 29)]).model.block == "bottleneck"  # only 9n+2 fits
+    assert S.build(None, [("model.family", "imagenet"), ("model.depth", 50)]).model.block == "bottleneck"
+
+
+def test_epochs_replace_default_iterations_and_milestones_follow():
+    s = S.build(None, [], ["optim.epochs=8"])
+    assert s.optim.iters is None and s.optim.milestones == [4, 6]
+
+
+def test_every_bundled_config_validates():
+    specs = [p for d in ("cifar", "preact", "imagenet", "digits") for p in sorted((S.configs_dir() / d).glob("*.yaml"))]
+    assert len(specs) == 22
+    for p in specs:
+        S.build(str(p))
+
+
+def test_resolved_spec_round_trips(tmp_path):
+    s = S.build("preact/resnet1001-cifar10")
+    p = tmp_path / "r.yaml"
+    p.write_text(S.to_yaml(s))
+    assert S.build(str(p)) == s
+    assert S.diff(s, S.build(str(p), sets=["optim.lr=0.05"])) == ["optim.lr"]

@@ -1,0 +1,104 @@
+"""`resnet train` end to end on tiny digits nets: output contract, run directory, determinism."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from resnet_cli import schedule
+from resnet_cli import spec as S
+from resnet_cli.cli import app
+
+TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "2"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def json_lines(text):
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return [json.loads(ln) for ln in lines]  # every stdout line must parse
+
+
+def test_train_writes_json_lines_and_a_complete_run_dir(in_tmp):
+    r = invoke("train", *TINY, "--out", "run")
+    assert r.exit_code == 0, r.stderr
+    records = json_lines(r.stdout)
+    assert [x["event"] for x in records] == ["epoch", "epoch", "summary"]
+    summary = records[-1]
+    for key in ("test_error", "train_loss", "train_error", "params", "status", "run_dir"):
+        assert key in summary
+    assert summary["status"] == "completed" and summary["run_dir"] == "run"
+    run = in_tmp / "run"
+    for name in ("spec.yaml", "meta.json", "metrics.jsonl", "checkpoint.pt", "summary.json"):
+        assert (run / name).is_file(), name
+    meta = json.loads((run / "meta.json").read_text())
+    for key in ("versions", "git_commit", "device", "seed", "command"):
+        assert key in meta
+    assert meta["versions"]["torch"].startswith("2.14")
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 2
+    # the resolved spec reruns the same experiment
+    assert S.build(str(run / "spec.yaml")).model.depth == 8
+
+
+def test_same_seed_same_result_on_cpu(in_tmp):
+    a = json_lines(invoke("train", *TINY, "--out", "a", "--seed", 3).stdout)[-1]
+    b = json_lines(invoke("train", *TINY, "--out", "b", "--seed", 3).stdout)[-1]
+    c = json_lines(invoke("train", *TINY, "--out", "c", "--seed", 4).stdout)[-1]
+    assert a["train_loss"] == b["train_loss"] and a["test_error"] == b["test_error"]
+    assert a["train_loss"] != c["train_loss"]
+    wa = torch.load(in_tmp / "a" / "checkpoint.pt", weights_only=True)["model"]
+    wb = torch.load(in_tmp / "b" / "checkpoint.pt", weights_only=True)["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_dry_run_trains_nothing(in_tmp):
+    r = invoke("train", "--depth", 1001, "--preact", "--dry-run", "--json")
+    assert r.exit_code == 0
+    (rec,) = json_lines(r.stdout)
+    assert rec["params"] == pytest.approx(10.2e6, rel=0.02)
+    assert rec["spec"]["model"]["block"] == "bottleneck"
+    assert not (in_tmp / "runs").exists()
+
+
+def test_existing_run_is_never_overwritten(in_tmp):
+    assert invoke("train", *TINY, "--out", "run").exit_code == 0
+    before = (in_tmp / "run" / "summary.json").read_text()
+    r = invoke("train", *TINY, "--out", "run")
+    assert r.exit_code == 2 and "already holds a run" in r.stderr
+    assert (in_tmp / "run" / "summary.json").read_text() == before
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--depth", 7, "--dataset", "synthetic", "--dry-run"], "6n+2"),
+    (["--depth", 1001, "--dry-run"], "9n+2"),  # 1001 resolves to bottleneck; basic asked below
+    (["--set", "model.unit=preact", "--dry-run"], "full_preact"),
+    (["--set", "model.shortcut.kind=gate", "--dry-run"], "exclusive_gate"),
+    (["--dataset", "cifar10", "--data-dir", "nowhere", "--set", "data.download=false", "--iters", 1], "--data-dir"),
+    (["--epochs", 1, "--iters", 1], "exclusive"),
+])
+def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
+    if args[:2] == ["--depth", 1001]:
+        args = args + ["--set", "model.block=bottleneck", "--set", "model.depth=1000"]
+    r = invoke("train", *args)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resnet: error:") and needle in lines[0], r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_lr_trace_warmup_returns_to_base_and_steps():
+    o = S.build(None, [], ["optim.iters=1000", "optim.warmup_iters=40"]).optim
+    trace = [schedule.lr_at(i, o, iters_per_epoch=10) for i in range(1000)]
+    assert set(trace[:40]) == {0.01}
+    assert trace[40] == 0.1 and trace[499] == 0.1  # back to 0.1 after warm-up (a common peer bug)
+    assert trace[500] == pytest.approx(0.01) and trace[749] == pytest.approx(0.01)
+    assert trace[750] == pytest.approx(0.001) and trace[-1] == pytest.approx(0.001)
+
+
+def test_epoch_milestones_convert_to_iterations():
+    o = S.build(None, [], ["optim.epochs=10", "optim.milestones=[5]", "optim.warmup_iters=0"]).optim
+    assert schedule.lr_at(49, o, 10) == 0.1 and schedule.lr_at(50, o, 10) == pytest.approx(0.01)
+    assert schedule.total_iters(o, 10) == 100

@@ -17,6 +17,8 @@ class UserError(Exception):
     """Something the user can fix. Rendered as one line on stderr, never a traceback."""
 
     def __init__(self, message: str, code: int = USAGE):
+        # One line, always: user-supplied text quoted into a message may carry its own newlines.
+        message = message.replace("\r", "\\r").replace("\n", "\\n")
         super().__init__(message)
         self.message = message
         self.code = code

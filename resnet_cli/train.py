@@ -97,6 +97,9 @@ def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtim
 
 
 class Trainer:
+    # The training loss. A class attribute so tests can inject a NaN without touching the loop.
+    loss_fn = staticmethod(F.cross_entropy)
+
     def __init__(self, spec: Spec, run_dir: RunDir | None = None, callbacks: Iterable[Callback] = (),
                  stop: StopFlag | None = None, data: data_mod.Data | None = None):
         self.spec = spec
@@ -183,7 +186,7 @@ class Trainer:
             x = x.contiguous(memory_format=rt.memory_format)
             with rt.autocast():
                 out = self.forward_model(x)
-                loss = F.cross_entropy(out.float(), y)
+                loss = self.loss_fn(out.float(), y)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.last_loss = loss
@@ -197,7 +200,7 @@ class Trainer:
             p.step += 1
             p.train_images += len(y)
             done = p.iteration >= self.total or self.stop.signum is not None
-            if p.iteration % SYNC_EVERY == 0 or done or p.step == self.iters_per_epoch:
+            if p.iteration % SYNC_EVERY == 0 or p.iteration == 1 or done or p.step == self.iters_per_epoch:
                 if not self._healthy(loss.item()):
                     return
                 p.elapsed += time.perf_counter() - tick
@@ -209,6 +212,8 @@ class Trainer:
                     return
             ce = self.spec.train.checkpoint_every
             if ce and p.iteration % ce == 0 and not done and p.step != self.iters_per_epoch:
+                if not self._healthy(loss.item()):  # never write a checkpoint of a diverged run
+                    return
                 p.elapsed += time.perf_counter() - tick
                 tick = time.perf_counter()
                 self._fold(loss_acc, correct_acc, seen_here)
@@ -232,7 +237,7 @@ class Trainer:
         """He 2016b counts a run as failed when it does not train; a NaN/Inf or exploding loss stops
         the run as `diverged`, keeping the last good checkpoint (written before this step)."""
         p = self.p
-        if p.first_loss is None:
+        if p.first_loss is None:  # the loss at step 1: the "start" a diverging loss is measured against
             p.first_loss = loss
         for cb in self.callbacks:
             cb.on_sync(self, loss)

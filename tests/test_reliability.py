@@ -1,0 +1,222 @@
+"""Never lose a run: kills, signals, divergence, locks and hostile input (issue: reliability)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from resnet_cli import checkpoint as ckpt
+from resnet_cli.cli import app
+from resnet_cli.rundir import RunDir
+from resnet_cli.train import Trainer
+
+# ~90 iterations an epoch (batch 16 on 1,437 digits), checkpoints every 10: kills land mid-epoch.
+RUN = ["digits/residual8", "--set", "model.widths=[8]", "--batch-size", "16", "--epochs", "2",
+       "--set", "train.checkpoint_every=10"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def resnet(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
+                          env=ENV, timeout=300, **kw)
+
+
+def start(*args, cwd):
+    return subprocess.Popen([sys.executable, "-m", "resnet_cli", *map(str, args)], cwd=cwd, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_checkpoint(path: Path, proc, timeout=120):
+    t0 = time.time()
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() - t0 < timeout
+        time.sleep(0.005)
+
+
+def weights(run: Path):
+    return torch.load(run / "checkpoint.pt", weights_only=True)["model"]
+
+
+def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
+    ref = resnet("train", *RUN, "--out", tmp_path / "ref", "--json")
+    assert ref.returncode == 0, ref.stderr
+    proc = start("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    wait_for_checkpoint(tmp_path / "run" / "checkpoint.pt", proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    run = tmp_path / "run"
+    assert not (run / "summary.json").exists()
+    killed_at = torch.load(run / "checkpoint.pt", weights_only=True)["progress"]
+    assert killed_at["iteration"] < 180
+    res = resnet("train", "--resume", run, "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    a, b = json.loads(ref.stdout.splitlines()[-1]), json.loads(res.stdout.splitlines()[-1])
+    assert a["train_loss"] == b["train_loss"] and a["test_error"] == b["test_error"]
+    wa, wb = weights(tmp_path / "ref"), weights(run)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    # metrics after the checkpoint were dropped and rewritten: one record per epoch
+    assert [r["epoch"] for r in RunDir(run).metrics()] == [1, 2]
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_sigint_save_and_exit_then_resume(tmp_path, sig, code):
+    proc = start("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    wait_for_checkpoint(tmp_path / "run" / "checkpoint.pt", proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "resume with" in err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert json.loads(out.splitlines()[-1])["status"] == "interrupted"
+    res = resnet("train", "--resume", "run", "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
+
+
+KILL_WRITER = r"""
+import sys, torch
+from resnet_cli import checkpoint as ckpt
+path = sys.argv[1]
+big = {"w": torch.randn(4_000_000)}
+i = 0
+while True:
+    ckpt.save({"i": i, **big}, path)
+    print(i, flush=True)
+    i += 1
+"""
+
+
+def test_kill_during_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    for trial in range(5):
+        proc = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(path)], stdout=subprocess.PIPE, env=ENV)
+        proc.stdout.readline()  # one complete save
+        time.sleep(0.013 * (trial + 1))  # land at different points of later writes
+        proc.kill()
+        proc.wait()
+        assert "w" in ckpt.load(path)
+        assert ckpt.clean_orphans(tmp_path) or True
+        assert not list(tmp_path.glob(ckpt.TMP_PREFIX + "*"))
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def tiny_run(path: Path):
+    r = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "1", "--out", path)
+    assert r.exit_code == 0, r.stderr
+    return path
+
+
+def test_nan_loss_gives_diverged_exit_3_and_keeps_last_good_checkpoint(in_tmp, monkeypatch):
+    import torch.nn.functional as F
+
+    calls = {"n": 0}
+
+    def poisoned(out, y):
+        calls["n"] += 1
+        loss = F.cross_entropy(out, y)
+        return loss * float("nan") if calls["n"] > 30 else loss
+
+    monkeypatch.setattr(Trainer, "loss_fn", staticmethod(poisoned))
+    r = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--out", "run",
+               "--set", "train.checkpoint_every=5")
+    assert r.exit_code == 3, r.stderr
+    summary = json.loads(r.stdout.splitlines()[-1])
+    assert summary["status"] == "diverged" and summary["diverged_at"]["loss"] == "nan"
+    state = ckpt.load(in_tmp / "run" / "checkpoint.pt")
+    assert state["progress"]["iteration"] <= 30
+    assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
+
+
+def test_exploding_loss_is_diverged_too(in_tmp):
+    # "Far above its start" is train.diverge_factor x the first loss; a tight factor and a wild lr trip it.
+    r = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "2", "--out", "run",
+               "--lr", "50", "--set", "train.diverge_factor=1.5")
+    assert r.exit_code == 3
+    assert json.loads((in_tmp / "run" / "summary.json").read_text())["status"] == "diverged"
+
+
+def test_resume_refuses_a_changed_spec_unless_forced(in_tmp):
+    tiny_run(in_tmp / "run")
+    r = invoke("train", "--resume", "run", "--set", "optim.lr=0.07", "--set", "optim.momentum=0.5")
+    assert r.exit_code == 2 and "optim.lr" in r.stderr and "optim.momentum" in r.stderr
+    assert invoke("train", "--resume", "run", "--set", "optim.lr=0.07", "--force-resume").exit_code == 0
+
+
+def test_resume_of_a_finished_run_trains_nothing(in_tmp):
+    tiny_run(in_tmp / "run")
+    before = (in_tmp / "run" / "metrics.jsonl").read_text()
+    r = invoke("train", "--resume", "run")
+    assert r.exit_code == 0 and json.loads(r.stdout.splitlines()[-1])["status"] == "completed"
+    assert (in_tmp / "run" / "metrics.jsonl").read_text() == before
+
+
+def test_resume_auto_starts_fresh_when_there_is_nothing_to_resume(in_tmp):
+    r = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "1", "--out", "new",
+               "--resume", "auto")
+    assert r.exit_code == 0 and (in_tmp / "new" / "summary.json").exists()
+
+
+def test_second_process_on_a_run_dir_is_refused(in_tmp):
+    tiny_run(in_tmp / "run")
+    holder = RunDir(in_tmp / "run")
+    holder.lock()
+    try:
+        r = invoke("train", "--resume", "run")
+        assert r.exit_code == 4 and "in use" in r.stderr
+    finally:
+        holder.unlock()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "foreign", "pickle"])
+def test_damaged_checkpoints_give_one_line(in_tmp, damage):
+    run = tiny_run(in_tmp / "run")
+    path = run / "checkpoint.pt"
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(4096))
+    elif damage == "foreign":
+        torch.save({"state_dict": {}}, path)
+    else:  # an arbitrary pickled object: refused by weights_only loading
+        torch.save({"format": ckpt.FORMAT, "x": Path("/")}, path)
+    r = invoke("train", "--resume", "run")
+    assert r.exit_code == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "checkpoint" in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("model: {depth: 20\n", "malformed YAML"),
+    ("optim:\n  lr: 0.1\n  lr: 0.2\n", "duplicate key"),
+    ("optim:\n  learning_rate: 0.1\n", "optim.learning_rate"),
+    ("optim:\n  batch_size: big\n", "optim.batch_size"),
+    ("model:\n  depth: 100\n", "nearest"),
+    ("\x00\x01binary", "spec"),
+])
+def test_hostile_spec_files(in_tmp, text, needle):
+    (in_tmp / "s.yaml").write_text(text)
+    r = invoke("train", "s.yaml", "--dry-run")
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_closed_pipe_is_quiet(tmp_path):
+    cmd = (f"{sys.executable} -m resnet_cli train digits/residual8 --set model.widths=[4] --epochs 3 "
+           f"--out {tmp_path / 'run'} --json | head -1; echo rc=${{PIPESTATUS[0]}} >&2")
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=ENV, timeout=300)
+    assert json.loads(p.stdout)["event"] == "epoch"
+    assert "Traceback" not in p.stderr and "rc=141" in p.stderr, p.stderr
+    assert (tmp_path / "run" / "checkpoint.pt").exists()  # the work done is kept

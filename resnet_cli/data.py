@@ -452,6 +452,15 @@ def _iters_per_epoch(n: int, batch_size: int) -> int:
     return iters - 1 if n % batch_size == 1 else iters
 
 
+def shard_of(batch: torch.Tensor, shard: tuple[int, int]) -> torch.Tensor:
+    """Rank r's contiguous slice of a global batch. Under DistributedDataParallel each rank trains
+    on its part of the *same* global batch the single-process run would draw, so the epoch order,
+    the global batch size and (up to BatchNorm's per-rank statistics) the update are unchanged, and
+    each rank's shard changes every epoch with the order."""
+    rank, world = shard
+    return batch if world == 1 else batch.tensor_split(world)[rank]
+
+
 def _check_start(start: int, iters: int) -> None:
     if not 0 <= start <= iters:
         raise ValueError(f"start {start} is outside 0..{iters} (batches per epoch)")
@@ -464,13 +473,15 @@ def _check_start(start: int, iters: int) -> None:
 class Batches:
     """Training batches for one split, resident on `device`; augmentation per batch on that device."""
 
-    def __init__(self, split: Split, batch_size: int, augment: str, pad: int, device, seed: int):
+    def __init__(self, split: Split, batch_size: int, augment: str, pad: int, device, seed: int,
+                 shard: tuple[int, int] = (0, 1)):
         if augment not in AUGMENT_MODES:
             raise ValueError(f"augment mode '{augment}' is not one of {', '.join(AUGMENT_MODES)}")
         self.device = torch.device(device)
         self.x = split.x.to(self.device)
         self.y = split.y.to(self.device)
         self.batch_size, self.augment, self.pad, self.seed = batch_size, augment, pad, seed
+        self.shard = shard
         self.iters_per_epoch = _iters_per_epoch(len(split), batch_size)
 
     def __len__(self) -> int:
@@ -481,14 +492,15 @@ class Batches:
         _check_start(start, self.iters_per_epoch)
         order = epoch_order(len(self), self.seed, epoch).to(self.device)
         for i in range(start, self.iters_per_epoch):
-            idx = order[i * self.batch_size:(i + 1) * self.batch_size]
+            idx = shard_of(order[i * self.batch_size:(i + 1) * self.batch_size], self.shard)
             x, y = self.x[idx], self.y[idx]
             if self.augment != "none":
                 x = augment_batch(x, self.augment, self.pad, self._generator(epoch, i))
             yield x, y
 
     def _generator(self, epoch: int, i: int) -> torch.Generator:
-        return torch.Generator(device=self.device).manual_seed(_mix(self.seed, epoch, i, _TAG_AUGMENT))
+        rank = () if self.shard[1] == 1 else (self.shard[0],)  # ranks draw apart; one process as ever
+        return torch.Generator(device=self.device).manual_seed(_mix(self.seed, epoch, i, _TAG_AUGMENT, *rank))
 
 
 def eval_batches(split: Split, batch_size: int, device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -630,8 +642,10 @@ def _folder_loader(dataset: _FolderDataset, sampler: _KeySampler, batch_size: in
 class FolderBatches:
     """Training batches from an image folder: same interface as `Batches`."""
 
-    def __init__(self, dataset: _FolderDataset, batch_size: int, device, seed: int, workers: int):
+    def __init__(self, dataset: _FolderDataset, batch_size: int, device, seed: int, workers: int,
+                 shard: tuple[int, int] = (0, 1)):
         self.dataset, self.batch_size, self.seed, self.workers = dataset, batch_size, seed, workers
+        self.shard = shard
         self.device = torch.device(device)
         self.iters_per_epoch = _iters_per_epoch(len(dataset), batch_size)
 
@@ -640,10 +654,17 @@ class FolderBatches:
 
     def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         _check_start(start, self.iters_per_epoch)
-        order = epoch_order(len(self), self.seed, epoch).tolist()
+        order = epoch_order(len(self), self.seed, epoch)
         stop = min(len(self), self.iters_per_epoch * self.batch_size)
-        sampler = _KeySampler(order, start * self.batch_size, stop, _mix(self.seed, epoch, _TAG_SAMPLE))
-        yield from _folder_loader(self.dataset, sampler, self.batch_size, self.workers, self.device)
+        if self.shard[1] == 1:
+            sampler = _KeySampler(order.tolist(), start * self.batch_size, stop, _mix(self.seed, epoch, _TAG_SAMPLE))
+            yield from _folder_loader(self.dataset, sampler, self.batch_size, self.workers, self.device)
+            return
+        # Distributed: this rank's slice of each global batch, one loader pass per global batch.
+        for i in range(start, self.iters_per_epoch):
+            part = shard_of(order[i * self.batch_size:min((i + 1) * self.batch_size, stop)], self.shard).tolist()
+            sampler = _KeySampler(part, 0, len(part), _mix(self.seed, epoch, i, self.shard[0], _TAG_SAMPLE))
+            yield from _folder_loader(self.dataset, sampler, len(part), self.workers, self.device)
 
 
 class FolderData:
@@ -656,12 +677,13 @@ class FolderData:
     def size(self, split_name: str) -> int:
         return len(self.samples[split_name])
 
-    def train_batches(self, split_name: str, batch_size: int, augment: str, device, seed: int) -> FolderBatches:
+    def train_batches(self, split_name: str, batch_size: int, augment: str, device, seed: int,
+                      shard: tuple[int, int] = (0, 1)) -> FolderBatches:
         if augment not in AUGMENT_MODES:
             raise ValueError(f"augment mode '{augment}' is not one of {', '.join(AUGMENT_MODES)}")
         dataset = _FolderDataset(self.samples[split_name], _folder_transform(self.image_size, augment),
                                  self.image_size)
-        return FolderBatches(dataset, batch_size, device, seed, self.workers)
+        return FolderBatches(dataset, batch_size, device, seed, self.workers, shard)
 
     def eval_batches(self, split_name: str, batch_size: int, device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         dataset = _FolderDataset(self.samples[split_name], _folder_transform(self.image_size, "none"),
@@ -684,13 +706,13 @@ def num_examples(data: Data, split_name: str) -> int:
 
 
 def batches_for(data: Data, split_name: str, batch_size: int, augment: str, pad: int, device,
-                seed: int) -> Batches | FolderBatches:
-    """Training batches over a split of either kind of data."""
+                seed: int, shard: tuple[int, int] = (0, 1)) -> Batches | FolderBatches:
+    """Training batches over a split of either kind of data; `shard` = (rank, world size)."""
     if num_examples(data, split_name) == 0:
         raise ValueError(f"{data.name} has no '{split_name}' images")
     if data.folder is not None:
-        return data.folder.train_batches(split_name, batch_size, augment, device, seed)
-    return Batches(getattr(data, split_name), batch_size, augment, pad, device, seed)
+        return data.folder.train_batches(split_name, batch_size, augment, device, seed, shard)
+    return Batches(getattr(data, split_name), batch_size, augment, pad, device, seed, shard)
 
 
 def eval_for(data: Data, split_name: str, batch_size: int, device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

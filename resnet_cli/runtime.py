@@ -32,15 +32,19 @@ class Runtime:
                 "channels_last": self.channels_last, "threads": torch.get_num_threads()}
 
 
-def select(run: RunSpec, train: TrainSpec) -> Runtime:
-    if run.device == "auto":
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def select(run: RunSpec, train: TrainSpec, local_rank: int = 0) -> Runtime:
+    if run.device in ("auto", "cuda") and torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)  # under torchrun: one GPU per local rank
+    elif run.device == "auto":
+        device = torch.device("cpu")
     else:
         device = torch.device(run.device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise UserError(f"run.device is {run.device} but no CUDA device is available; use --device cpu or auto")
         if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
             raise UserError(f"run.device {run.device}: only {torch.cuda.device_count()} CUDA device(s) present")
+    if train.sync_bn and device.type != "cuda":
+        raise UserError("train.sync_bn needs CUDA (torch's SyncBatchNorm is GPU-only); on CPU each rank normalises its own batch")
     if run.precision == "bf16" and device.type != "cuda":
         raise UserError("run.precision bf16 needs a CUDA device here; use fp32 (or auto) on the CPU")
     bf16 = run.precision == "bf16" or (run.precision == "auto" and device.type == "cuda")
@@ -50,5 +54,6 @@ def select(run: RunSpec, train: TrainSpec) -> Runtime:
     if run.threads:
         torch.set_num_threads(run.threads)
     if device.type == "cuda":
+        torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick the fastest kernels
     return Runtime(device=device, bf16=bf16, channels_last=channels_last)

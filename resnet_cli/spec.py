@@ -171,6 +171,8 @@ class TrainSpec(_Section):
     # Recompute activations in K segments of units in the backward pass (0: off).
     checkpoint_segments: Annotated[int, Field(ge=0)] = 0
     channels_last: Literal["auto", "on", "off"] = "auto"
+    # Under torchrun: normalise over the global batch instead of each rank's part (CUDA only).
+    sync_bn: bool = False
     compile: bool = False
     # A loss above this multiple of the first logged loss counts as diverged (He 2016b's "fail").
     diverge_factor: Annotated[float, Field(gt=1.0)] = 20.0

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from . import checkpoint as ckpt
 from . import data as data_mod
+from . import distributed
 from . import runtime as runtime_mod
 from . import schedule
 from .errors import UserError
@@ -106,24 +107,33 @@ class Trainer:
         self.run_dir = run_dir
         self.callbacks = list(callbacks)
         self.stop = stop or StopFlag()
-        self.rt = runtime_mod.select(spec.run, spec.train)
+        self.dist = distributed.from_env()
+        self.rt = runtime_mod.select(spec.run, spec.train, self.dist.local_rank)
+        distributed.init(self.dist, self.rt.device)
         self.data = data if data is not None else data_mod.load(spec.data)
         torch.manual_seed(spec.run.seed)
         num_classes = spec.model.num_classes or self.data.num_classes
         self.model = build_model(spec.model, self.data.in_channels, num_classes)
         self.model.checkpoint_segments = spec.train.checkpoint_segments
         self.params = count_params(self.model)
+        if spec.train.sync_bn and self.dist.active:
+            self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
         self.model.to(self.rt.device, memory_format=self.rt.memory_format)
         o = spec.optim
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=o.lr, momentum=o.momentum,
                                          nesterov=o.nesterov, weight_decay=o.weight_decay)
+        if o.batch_size % self.dist.world:
+            raise UserError(f"optim.batch_size {o.batch_size} must divide evenly over {self.dist.world} processes")
         self.batches = data_mod.batches_for(self.data, "train", o.batch_size, spec.data.augment, spec.data.pad,
-                                            self.rt.device, spec.run.seed)
+                                            self.rt.device, spec.run.seed, shard=self.dist.shard)
         self.iters_per_epoch = self.batches.iters_per_epoch
         self.total = schedule.total_iters(o, self.iters_per_epoch)
         self.p = Progress()
         self.status = "running"
-        self.forward_model = torch.compile(self.model) if spec.train.compile else self.model
+        # What the step calls: the module itself, or its DDP wrapper, optionally compiled.
+        # Checkpoints, evaluation and callbacks always use the plain module.
+        wrapped = distributed.wrap(self.model, self.dist, self.rt.device)
+        self.forward_model = torch.compile(wrapped) if spec.train.compile else wrapped
 
     # -- checkpoints -----------------------------------------------------------------------------
 
@@ -136,7 +146,7 @@ class Trainer:
         }
 
     def save(self) -> None:
-        if self.run_dir is not None:
+        if self.run_dir is not None and self.dist.is_main:
             ckpt.save(self.state(), self.run_dir.file(CHECKPOINT))
 
     def restore(self, state: dict[str, Any], allow_spec_change: bool = False) -> None:
@@ -177,61 +187,71 @@ class Trainer:
 
     def _epoch(self) -> None:
         p, rt = self.p, self.rt
-        loss_acc = torch.zeros((), device=rt.device)
-        correct_acc = torch.zeros((), device=rt.device)
-        seen_here = 0
+        acc = torch.zeros(2, device=rt.device)  # [loss sum, correct] since the last fold
+        seen = 0
         tick = time.perf_counter()
+        every = self.spec.train.checkpoint_every
         for x, y in self.batches.epoch(p.epoch, start=p.step):
-            self.lr = self.set_lr()
-            x = x.contiguous(memory_format=rt.memory_format)
-            with rt.autocast():
-                out = self.forward_model(x)
-                loss = self.loss_fn(out.float(), y)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.last_loss = loss
-            for cb in self.callbacks:
-                cb.after_backward(self)
-            self.optimizer.step()
-            loss_acc += loss.detach() * len(y)
-            correct_acc += (out.detach().argmax(1) == y).sum()
-            seen_here += len(y)
+            loss, out = self._step(x, y)
+            acc[0] += loss.detach() * len(y)
+            acc[1] += (out.argmax(1) == y).sum()
+            seen += len(y)
             p.iteration += 1
             p.step += 1
-            p.train_images += len(y)
-            done = p.iteration >= self.total or self.stop.signum is not None
-            if p.iteration % SYNC_EVERY == 0 or p.iteration == 1 or done or p.step == self.iters_per_epoch:
-                if not self._healthy(loss.item()):
-                    return
+            p.train_images += len(y) * self.dist.world  # images/s of the whole job
+            last = p.iteration >= self.total or p.step == self.iters_per_epoch
+            checkpoint_now = bool(every) and p.iteration % every == 0 and not last
+            # One process reacts to a signal at the next step; under torchrun all ranks decide
+            # together at the shared sync points.
+            signalled = not self.dist.active and self.stop.signum is not None
+            if p.iteration % SYNC_EVERY == 0 or p.iteration == 1 or last or checkpoint_now or signalled:
+                loss_value, stop = self._sync(loss)
                 p.elapsed += time.perf_counter() - tick
                 tick = time.perf_counter()
-                if self.stop.signum is not None:
-                    self._fold(loss_acc, correct_acc, seen_here)
-                    self.status = "interrupted"
+                if not self._healthy(loss_value):  # never write a checkpoint of a diverged run
+                    return
+                if stop or checkpoint_now:
+                    self._fold(acc, seen)
+                    acc.zero_()
+                    seen = 0
+                    if stop:
+                        self.status = "interrupted"
+                        self.save()
+                        return
                     self.save()
-                    return
-            ce = self.spec.train.checkpoint_every
-            if ce and p.iteration % ce == 0 and not done and p.step != self.iters_per_epoch:
-                if not self._healthy(loss.item()):  # never write a checkpoint of a diverged run
-                    return
-                p.elapsed += time.perf_counter() - tick
-                tick = time.perf_counter()
-                self._fold(loss_acc, correct_acc, seen_here)
-                loss_acc.zero_(), correct_acc.zero_()
-                seen_here = 0
-                self.save()
-            if done:
+            if last:
                 break
         if rt.device.type == "cuda":
             torch.cuda.synchronize(rt.device)
         p.elapsed += time.perf_counter() - tick
-        self._fold(loss_acc, correct_acc, seen_here)
+        self._fold(acc, seen)
         self._end_epoch()
 
-    def _fold(self, loss_acc: torch.Tensor, correct_acc: torch.Tensor, seen: int) -> None:
-        self.p.loss_sum += loss_acc.item()
-        self.p.correct += correct_acc.item()
-        self.p.seen += seen
+    def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.lr = self.set_lr()
+        x = x.contiguous(memory_format=self.rt.memory_format)
+        with self.rt.autocast():
+            out = self.forward_model(x)  # (N, classes)
+            loss = self.loss_fn(out.float(), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.last_loss = loss
+        for cb in self.callbacks:
+            cb.after_backward(self)
+        self.optimizer.step()
+        return loss, out.detach()
+
+    def _sync(self, loss: torch.Tensor) -> tuple[float, bool]:
+        """The loss (mean over ranks) and whether any rank was asked to stop."""
+        total_loss, stops = distributed.reduce_sum([loss.item(), float(self.stop.signum is not None)],
+                                                   self.dist, self.rt.device)
+        return total_loss / self.dist.world, stops > 0
+
+    def _fold(self, acc: torch.Tensor, seen: int) -> None:
+        loss_sum, correct, seen = distributed.reduce_sum([*acc.tolist(), float(seen)], self.dist, self.rt.device)
+        self.p.loss_sum += loss_sum
+        self.p.correct += correct
+        self.p.seen += int(seen)
 
     def _healthy(self, loss: float) -> bool:
         """He 2016b counts a run as failed when it does not train; a NaN/Inf or exploding loss stops
@@ -253,7 +273,7 @@ class Trainer:
             "event": "epoch", "epoch": p.epoch + 1, "iter": p.iteration, "lr": self.lr,
             "train_loss": p.loss_sum / max(p.seen, 1), "train_error": 100.0 * (1 - p.correct / max(p.seen, 1)),
         }
-        if self.spec.train.eval_every == "epoch" or p.iteration >= self.total:
+        if self.dist.is_main and (self.spec.train.eval_every == "epoch" or p.iteration >= self.total):
             if data_mod.num_examples(self.data, "val"):
                 record["val_loss"], record["val_error"] = evaluate(self.model, self.data, "val", self.rt)
             record["test_loss"], record["test_error"] = evaluate(self.model, self.data, "test", self.rt)
@@ -264,7 +284,7 @@ class Trainer:
         p.step = 0
         p.loss_sum = p.correct = 0.0
         p.seen = 0
-        if self.run_dir is not None:
+        if self.run_dir is not None and self.dist.is_main:
             self.run_dir.append_metrics(record)
         self.save()
         for cb in self.callbacks:
@@ -288,7 +308,7 @@ class Trainer:
             summary["diverged_at"] = self.diverged_at
         if self.status == "interrupted":
             summary["signal"] = self.stop.signum
-        if self.run_dir is not None:
+        if self.run_dir is not None and self.dist.is_main:
             self.run_dir.write_summary(summary)
         for cb in self.callbacks:
             cb.on_end(self, summary)

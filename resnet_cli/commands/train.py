@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -42,6 +43,26 @@ def exit_code(status: str, signum: int | None = None) -> int:
     return errors.OK
 
 
+def _launch_torchrun(nproc: int) -> int:
+    """`resnet train --nproc N ...` is `torchrun --standalone --nproc_per_node N -m resnet_cli train ...`:
+    the standard launcher, not a home-made one, so its restart and rendezvous rules apply."""
+    import subprocess
+    import sys
+
+    argv, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            argv.append(arg)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "resnet_cli", *argv]
+    output.info("launching: " + " ".join(cmd[1:]))
+    return subprocess.call(cmd)
+
+
 def _resume_dir(resume: str, out: str | None) -> Path:
     if resume == "auto":
         if out is None:
@@ -70,8 +91,11 @@ def train(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, build, print the resolved spec and params; train nothing.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="RUN_DIR (or checkpoint) to continue; 'auto': the --out directory, fresh if it has no checkpoint.")] = None,
     force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's.")] = False,
+    nproc: Annotated[int, typer.Option("--nproc", min=1, help="Start N processes on this machine with torchrun (DistributedDataParallel).")] = 1,
 ) -> None:
     """Train one net. Progress on stderr; a result table (or JSON lines) on stdout."""
+    if nproc > 1 and "RANK" not in os.environ:
+        raise typer.Exit(_launch_torchrun(nproc))
     fmt = output.choose(json_)
     flags = dict(depth=depth, preact=preact, dataset=dataset, data_dir=data_dir, epochs=epochs, iters=iters,
                  batch_size=batch_size, lr=lr, seed=seed, device=device, out=out)
@@ -103,14 +127,20 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
         force_resume: bool = False, quiet: bool = False) -> dict[str, Any]:
     """Start or continue a run in its run directory; returns the summary (also on disk)."""
     from .. import checkpoint as ckpt
+    from .. import distributed
     from ..rundir import CHECKPOINT, RunDir, default_path
     from ..train import StopFlag, Trainer
 
+    d = distributed.from_env()
+    if d.active and resume_dir is None and spec.run.out is None:
+        raise UserError("under torchrun give --out RUN_DIR, so every rank (and a restart) finds the same run")
     path = resume_dir or Path(spec.run.out or default_path(spec))
     if spec.run.out != str(path):
         spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
     run_dir = RunDir(path)
-    run_dir.lock()
+    quiet = quiet or not d.is_main  # only rank 0 prints and writes
+    if d.is_main:
+        run_dir.lock()
     try:
         state = None
         if resume_dir is not None:
@@ -119,7 +149,7 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
                 state = ckpt.load(path / CHECKPOINT)
             elif not auto:
                 raise UserError(f"{path}: no checkpoint to resume from")
-        if state is None:
+        if state is None and d.is_main:
             if resume_dir is not None and (path / "spec.yaml").exists():
                 # `--resume auto` on a directory whose run never reached its first checkpoint:
                 # start it over in place rather than refuse.
@@ -130,15 +160,21 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
         trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop)
         if state is not None:
             trainer.restore(state, allow_spec_change=force_resume)
-            run_dir.truncate_metrics(trainer.p.iteration)
             if trainer.p.iteration >= trainer.total and run_dir.summary():
                 summary = run_dir.summary()
                 _report(summary, fmt, quiet)
                 return summary
-        _record_runtime(run_dir, trainer)
+            if d.is_main:
+                run_dir.truncate_metrics(trainer.p.iteration)
+                if not quiet:
+                    output.info(f"resuming {path} at iteration {trainer.p.iteration} (epoch {trainer.p.epoch + 1})")
+        if d.is_main:
+            _record_runtime(run_dir, trainer)
         summary = trainer.run()
+        distributed.shutdown(clean=True)
     finally:
         run_dir.unlock()
+        distributed.shutdown(clean=False)
     _report(summary, fmt, quiet)
     return summary
 
@@ -154,9 +190,11 @@ def _record_runtime(run_dir, trainer) -> None:
 
 
 def _report(summary: dict[str, Any], fmt: output.Format, quiet: bool) -> None:
+    if quiet:  # library use (sweeps) and ranks other than 0: the caller reports
+        return
     if fmt is output.Format.JSON:
         output.emit(summary)
-    elif not quiet:
+    else:
         _render_summary(summary, "resnet train")
     if summary["status"] == "diverged":
         output.info(f"[red]diverged[/] at iteration {summary['diverged_at']['iter']} "

@@ -1,0 +1,99 @@
+"""DistributedDataParallel under torchrun on the CPU (gloo): equivalence and restart."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from resnet_cli import data as D
+from resnet_cli import schedule
+from resnet_cli import spec as S
+from resnet_cli.model import build_model
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+ARGS = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "4", "--batch-size", "32",
+        "--set", "optim.weight_decay=1e-4", "--set", "train.checkpoint_every=0"]
+
+
+def torchrun(*args, nproc=2, extra=()):
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *extra,
+            "-m", "resnet_cli", *map(str, args)]
+
+
+def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(tmp_path):
+    p = subprocess.run(torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"), capture_output=True,
+                       text=True, env=ENV, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = [json.loads(line) for line in p.stdout.splitlines()]  # rank 0 alone prints
+    assert out[-1]["event"] == "summary" and sum(r["event"] == "summary" for r in out) == 1
+    ddp = torch.load(tmp_path / "ddp" / "checkpoint.pt", weights_only=True)["model"]
+
+    # The reference: one process, each global batch split in the same two halves, gradients summed
+    # over the halves (each half's BatchNorm normalises that half, as each rank does).
+    spec = S.build(ARGS[0], sets=[a for a in ARGS[1:] if "=" in a and not a.startswith("--")],
+                   overrides=[("optim.iters", 4), ("optim.epochs", None), ("optim.milestones", None),
+                              ("optim.batch_size", 32)])
+    torch.manual_seed(spec.run.seed)
+    data = D.load(spec.data)
+    model = build_model(spec.model, data.in_channels, data.num_classes)
+    o = spec.optim
+    opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    order = D.epoch_order(len(data.train), spec.run.seed, 0)
+    for i in range(4):
+        for g in opt.param_groups:
+            g["lr"] = schedule.lr_at(i, o, 45)
+        opt.zero_grad()
+        for half in order[i * 32:(i + 1) * 32].tensor_split(2):
+            (F.cross_entropy(model(data.train.x[half]), data.train.y[half]) / 2).backward()
+        opt.step()
+    for name, p_ref in model.named_parameters():
+        torch.testing.assert_close(ddp[name], p_ref.detach(), atol=1e-5, rtol=1e-5, msg=name)
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _local_rank(pid: int) -> str | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(b"LOCAL_RANK="):
+            return item.split(b"=", 1)[1].decode()
+    return None
+
+
+def test_a_killed_rank_resumes_under_max_restarts(tmp_path):
+    args = ["train", "digits/residual8", "--set", "model.widths=[8]", "--batch-size", "16", "--epochs", "2",
+            "--set", "train.checkpoint_every=10", "--out", tmp_path / "run", "--resume", "auto", "--json"]
+    proc = subprocess.Popen(torchrun(*args, extra=["--max-restarts=1"]), env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ckpt = tmp_path / "run" / "checkpoint.pt"
+    t0 = time.time()
+    while not ckpt.exists():
+        assert proc.poll() is None and time.time() - t0 < 120, proc.communicate()
+        time.sleep(0.01)
+    victim = next(pid for pid in _children(proc.pid) if _local_rank(pid) == "1")
+    os.kill(victim, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "resuming" in err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 2 * 90
+    assert json.loads(out.splitlines()[-1])["status"] == "completed"

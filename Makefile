@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-demo: $(STAMP)
+demo: $(STAMP)  ## the seed's degradation experiment on bundled digits, offline, a few minutes on a CPU
 	$(BIN)/resnet degrade
 
 lint: $(STAMP)

@@ -106,6 +106,10 @@ class Trainer:
         self.spec = spec
         self.run_dir = run_dir
         self.callbacks = list(callbacks)
+        if spec.train.grad_norm_every:  # per-layer gradient norms into metrics.jsonl (He 2016b sec. 3)
+            from .experiments.gradnorm import GradNormCallback
+
+            self.callbacks.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
         self.stop = stop or StopFlag()
         self.dist = distributed.from_env()
         self.rt = runtime_mod.select(spec.run, spec.train, self.dist.local_rank)
@@ -235,7 +239,7 @@ class Trainer:
             loss = self.loss_fn(out.float(), y)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        self.last_loss = loss
+        self.last_loss, self.last_output, self.last_target = loss, out.detach(), y  # for callbacks
         for cb in self.callbacks:
             cb.after_backward(self)
         self.optimizer.step()

@@ -102,3 +102,11 @@ def test_epoch_milestones_convert_to_iterations():
     o = S.build(None, [], ["optim.epochs=10", "optim.milestones=[5]", "optim.warmup_iters=0"]).optim
     assert schedule.lr_at(49, o, 10) == 0.1 and schedule.lr_at(50, o, 10) == pytest.approx(0.01)
     assert schedule.total_iters(o, 10) == 100
+
+
+def test_grad_norms_are_logged_into_metrics_during_train(in_tmp):
+    r = invoke("train", *TINY, "--out", "run", "--set", "train.grad_norm_every=10")
+    assert r.exit_code == 0, r.stderr
+    records = [json.loads(line) for line in (in_tmp / "run" / "metrics.jsonl").read_text().splitlines()]
+    norms = [x for x in records if x.get("event") == "grad_norm"]
+    assert [x["iter"] for x in norms][:2] == [1, 11] and norms[0]["weights"]

@@ -1,0 +1,275 @@
+"""`resnet gradnorm`: the gradient highway, measured (He 2016b sec. 3; He 2016a Fig. 7).
+
+Three modes:
+  resnet gradnorm [SPEC ...] [--variant V ...]   per-layer ||dE/dW|| and ||dE/dx_l|| at step 1 (or over K steps)
+  resnet gradnorm --jacobian                     largest gain of d(output)/d(input), plain vs residual stacks
+  resnet gradnorm --responses RUN_DIR ...        std of each layer's response after BN, trained runs
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..cli import command
+from . import common
+
+DEFAULT_VARIANTS = ("plain", "original", "full_preact", "scale:0.5", "exclusive_gate")
+# The base for --variant when no --base is given: ResNet-110 (He 2016b's net for Tables 1-2) with
+# the papers' CIFAR recipe, on CIFAR-shaped synthetic data so that it runs offline.
+DEFAULT_BASE: dict[str, Any] = {"model": {"family": "cifar", "depth": 110}, "data": {"dataset": "synthetic"}}
+# Only the first steps are measured; the test split is evaluated once at the end by the trainer and
+# is not part of this measurement, so a few images suffice.
+_EVAL_IMAGES = 8
+
+
+@command()
+def gradnorm(
+    specs: Annotated[list[str] | None, typer.Argument(
+        metavar="SPEC|RUN_DIR",
+        help="Spec files or bundled configs to compare (with --responses: trained run directories).")] = None,
+    variant: Annotated[list[str] | None, typer.Option(
+        "--variant", "-v",
+        help="A variant of the base spec: a unit (original, full_preact, ...), a shortcut (plain, scale:0.5, "
+             "exclusive_gate:-6, conv1x1, ...) or several joined by '+' (full_preact+scale:0.5). Repeatable. "
+             f"Default when no SPEC is given: {', '.join(DEFAULT_VARIANTS)}.")] = None,
+    base: Annotated[str | None, typer.Option(
+        "--base", help="Base spec for --variant. Default: ResNet-110 on CIFAR-shaped synthetic data.")] = None,
+    steps: Annotated[int, typer.Option("--steps", min=1, help="Average the norms over the first K steps.")] = 1,
+    depth: common.Depth = None,
+    dataset: common.Dataset = None,
+    data_dir: common.DataDir = None,
+    batch_size: common.BatchSize = None,
+    seed: common.Seed = None,
+    device: common.Device = None,
+    set_: common.Set = None,
+    layers: Annotated[bool, typer.Option("--layers", help="Print every layer, specs side by side.")] = False,
+    jacobian: Annotated[bool, typer.Option(
+        "--jacobian", help="Largest singular value of d(output)/d(input) of plain and residual stacks of "
+                           "conv-ReLU-conv blocks on one digit, by power iteration (the seed's toy; --seed draws "
+                           "the kernels and the noise, default 0).")] = False,
+    blocks: Annotated[list[int] | None, typer.Option(
+        "--blocks", min=1, help="--jacobian: blocks in the stack (repeatable). Default 30.")] = None,
+    kernel_std: Annotated[list[float] | None, typer.Option(
+        "--kernel-std", min=0.0, help="--jacobian: std of the kernels (repeatable). Default 0.1 and 0.3.")] = None,
+    responses: Annotated[bool, typer.Option(
+        "--responses", help="Layer responses (He 2016a Fig. 7) of the trained RUN_DIRs given as arguments.")] = False,
+    split: Annotated[str, typer.Option("--split", help="--responses: the split to run (test, train, val).")] = "test",
+    out: Annotated[str | None, typer.Option(
+        "--out", help="Figure path (PNG). Default: ./gradnorm.png; --responses: RUN_DIR/responses.png for one "
+                      "run, ./responses.png for several. --jacobian draws no figure.")] = None,
+    json_: common.Json = False,
+) -> None:
+    """Gradient norm of every weight layer and of each unit's input, side by side for several nets;
+    the Jacobian gain of plain vs residual stacks; layer responses of trained runs."""
+    from .. import output
+    from ..errors import UserError
+
+    fmt = output.choose(json_)
+    if jacobian and responses:
+        raise UserError("--jacobian and --responses are separate measurements: give one")
+    if jacobian:
+        if specs or variant:
+            raise UserError("--jacobian measures the seed's toy stacks; it takes no SPEC or --variant")
+        seed_value = 0 if seed is None else seed
+        return _jacobian(fmt, blocks or [30], kernel_std or [0.1, 0.3], seed_value)
+    if blocks or kernel_std:
+        raise UserError("--blocks and --kernel-std belong to --jacobian")
+    if responses:
+        if not specs:
+            raise UserError("--responses needs one or more RUN_DIRs (trained with `resnet train --out DIR`)")
+        return _responses(fmt, specs, split, device or "cpu", out, layers)
+    overrides = common.flag_overrides(depth=depth, dataset=dataset, data_dir=data_dir, batch_size=batch_size,
+                                      seed=seed, device=device)
+    named = _named_specs(specs or [], variant or [], base, overrides, set_ or [])
+    _norms(fmt, named, steps, out, layers)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient norms
+
+
+def _named_specs(specs: list[str], variants: list[str], base: str | None, overrides, sets) -> list[tuple[str, Any]]:
+    from .. import spec as spec_mod
+    from ..errors import UserError
+    from ..experiments.gradnorm import variant_tree
+
+    if not specs and not variants:
+        variants = list(DEFAULT_VARIANTS)
+    if base is not None and not variants:
+        raise UserError("--base is the base of --variant; give at least one --variant")
+    named = []
+    for path in specs:
+        s = spec_mod.build(path, overrides, sets)
+        named.append((Path(path).stem if Path(path).suffix else path, s))
+    base_tree = spec_mod.load_tree(base) if base else spec_mod.merge(DEFAULT_BASE, {})
+    base_tree.pop("degrade", None)  # a degrade config is a spec plus its experiment section
+    for key, value in overrides:
+        spec_mod.set_dotted(base_tree, key, value)
+    for item in sets:
+        spec_mod.set_dotted(base_tree, *spec_mod.parse_set(item))
+    for v in variants:
+        tree = variant_tree(base_tree, v)
+        named.append((v, spec_mod.resolve(spec_mod.validate(tree, f"--variant {v}"))))
+    names = [n for n, _ in named]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UserError(f"the same spec is named twice: {', '.join(dupes)}")
+    return named
+
+
+def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
+    import dataclasses
+
+    from .. import data as data_mod
+    from .. import output
+    from ..experiments import gradnorm as gn
+
+    log = output.stderr()
+    cache: dict[str, Any] = {}
+    results = []
+    for name, s in named:
+        key = repr(s.data)
+        if key not in cache:
+            data = data_mod.load(s.data)
+            if data.test is not None and len(data.test) > _EVAL_IMAGES:
+                data = dataclasses.replace(data, test=data_mod.Split(data.test.x[:_EVAL_IMAGES],
+                                                                     data.test.y[:_EVAL_IMAGES]))
+            cache[key] = data
+        log.print(f"gradnorm: {name}: {s.model.family} depth {s.model.depth}, unit {s.model.unit}, "
+                  f"shortcut {s.model.shortcut.kind}, {steps} step(s) of batch {s.optim.batch_size} "
+                  f"on {s.data.dataset}")
+        results.append(gn.measure_spec(name, s, steps, data=cache[key]))
+    fig_path = Path(out) if out else Path("gradnorm.png")
+    gn.figure(results, fig_path)
+    if fmt is output.Format.JSON:
+        for row in gn.rows(results):
+            output.emit(row)
+    else:
+        con = output.stdout()
+        con.print(_summary_table(results, steps))
+        if per_layer:
+            con.print(_layer_table(results))
+    log.print(f"figure: {fig_path}")
+
+
+def _summary_table(results, steps: int):
+    from .. import output
+    from ..experiments.gradnorm import summary_row
+
+    def sci(v):
+        return "-" if v is None else f"{v:.1e}"
+
+    rows = []
+    for r in results:
+        s = summary_row(r)
+        rows.append((s["spec"], str(s["depth"]), output.params_str(s["params"]), sci(s["first_layer"]),
+                     f"{sci(s['median_layer'])}\n{sci(s['min_layer'])}-{sci(s['max_layer'])}", sci(s["last_layer"]),
+                     sci(s["input_ratio"]), sci(s["direct_term"]), output.fmt(s["loss"], 3)))
+    when = "at step 1" if steps == 1 else f"averaged over the first {steps} steps"
+    return output.table(
+        f"gradient norms {when}",
+        ["spec", "depth", "params", "dW first", "dW median\nmin-max", "dW fc", "dx_0/dx_L", "lambda^L", "loss"],
+        rows,
+        caption="dW: ||dE/dW|| of the first conv, of every main-path weight layer, of the fc layer; dx_0/dx_L: "
+                "||dE/dx_0|| / ||dE/dx_L||, at the first unit's input vs the last unit's output; lambda^L: the "
+                "shortcut-only term of dx_L/dx_0 for scaled shortcuts (He 2016b eq. 5)")
+
+
+def _layer_table(results):
+    from .. import output
+
+    by_spec = [{layer["index"]: layer for layer in r.layers if layer["path"] == "main"} for r in results]
+    indices = sorted(set().union(*[set(d) for d in by_spec]))
+    rows = []
+    for i in indices:
+        name = next(d[i]["label"] for d in by_spec if i in d)
+        rows.append((str(i), name, *[f"{d[i]['grad_norm']:.2e}" if i in d and d[i]["grad_norm"] else "-"
+                                      for d in by_spec]))
+    depth_rows = max(len(r.inputs) for r in results)
+    for l in range(depth_rows):
+        rows.append((str(l), f"dE/dx_{l}", *[f"{r.inputs[l]:.2e}" if l < len(r.inputs) and r.inputs[l]
+                                                          else "-" for r in results]))
+    return output.table("||dE/dW|| per main-path weight layer, then ||dE/dx_l|| at each unit's input",
+                        ["index", "layer", *[r.name for r in results]], rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# Jacobian gains
+
+
+def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
+    import torch
+
+    from .. import output
+    from ..experiments import gradnorm as gn
+
+    torch.set_num_threads(1)  # single-channel 8x8 convolutions: more threads only add overhead
+
+    output.stderr().print(f"gradnorm --jacobian: stacks of {', '.join(map(str, sorted(set(blocks))))} "
+                          f"conv-ReLU-conv blocks on one 8x8 digit, kernel std {', '.join(map(str, stds))}, "
+                          f"seed {seed}, float64 power iteration")
+    results = gn.toy_gains(blocks=blocks, stds=stds, seed=seed)
+    for r in results:
+        seed_fig = gn.SEED_GAINS.get((r["net"], r["kernel_std"])) if r["blocks"] == 30 else None
+        r["seed_gain"] = seed_fig
+    if fmt is output.Format.JSON:
+        for r in results:
+            output.emit(r)
+        return
+    rows = [(r["net"], str(r["blocks"]), f"{r['kernel_std']:g}", f"{r['gain']:.2e}",
+             f"{r['seed_gain']:.1e}" if r["seed_gain"] is not None else "-") for r in results]
+    output.stdout().print(output.table(
+        "largest gain of d(output)/d(input), at initialisation", ["net", "blocks", "kernel std", "gain", "seed"],
+        rows, caption="spectral norm by power iteration on J^T J (JVP + VJP; J never built). Seed: SCIENCE.md "
+                      "sec. 6, its own random draws (over its seeds 1-9: plain <= 1e-39 and 1e-13..1e-10, "
+                      "residual 1.3-1.9 and 23-280)"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer responses
+
+
+def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | None, per_layer: bool) -> None:
+    import statistics
+
+    from .. import output
+    from ..errors import UserError
+    from ..experiments import gradnorm as gn
+    from ..experiments.trained import pick_device
+
+    if split not in ("train", "val", "test"):
+        raise UserError(f"--split {split}: valid splits are train, val, test")
+    dev = pick_device(device)
+    runs = []
+    for path in run_dirs:
+        output.stderr().print(f"gradnorm --responses: {path} ({split} split)")
+        runs.append(gn.responses(path, split=split, device=dev))
+    labels = [r["label"] for r in runs]
+    for r in runs:
+        r["name"] = r["label"] if labels.count(r["label"]) == 1 else f"{r['label']} ({Path(r['run']).name})"
+    fig_path = Path(out) if out else (Path(run_dirs[0]) / "responses.png" if len(runs) == 1 else Path("responses.png"))
+    gn.responses_figure(runs, fig_path)
+    if fmt is output.Format.JSON:
+        for r in runs:
+            for layer in r["layers"]:
+                output.emit({"spec": r["name"], "run": r["run"], **layer})
+    else:
+        rows = []
+        for r in runs:
+            stds = [layer["std"] for layer in r["layers"]]
+            rows.append((r["name"], str(len(stds)), f"{statistics.mean(stds):.3f}", f"{statistics.median(stds):.3f}",
+                         f"{min(stds):.3f}", f"{max(stds):.3f}"))
+        con = output.stdout()
+        con.print(output.table(f"layer responses after BN ({split} split)",
+                               ["run", "layers", "mean std", "median std", "min", "max"], rows,
+                               caption="He 2016a Fig. 7: ResNets respond with smaller std than plain nets, "
+                                       "and smaller still as they deepen"))
+        if per_layer:
+            n = max(len(r["layers"]) for r in runs)
+            layer_rows = [(str(i + 1), *[f"{r['layers'][i]['std']:.3f}" if i < len(r["layers"]) else "-" for r in runs])
+                          for i in range(n)]
+            con.print(output.table("std of each layer's response", ["index", *[r["name"] for r in runs]], layer_rows))
+    output.stderr().print(f"figure: {fig_path}")

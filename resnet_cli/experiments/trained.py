@@ -1,0 +1,109 @@
+"""A trained run, loaded back for analysis: its resolved spec, its model with the last checkpoint's
+weights, and its data. Lesion and landscape studies start here.
+
+Reports read only the run directory (STYLE 7): spec.yaml says what the net is, checkpoint.pt holds
+the weights of the last completed step. Everything the user can get wrong about a run directory
+(missing, no spec.yaml, no checkpoint, a corrupt or foreign checkpoint, weights that do not fit
+the spec) is one `UserError` line, exit code 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import UserError
+from ..rundir import CHECKPOINT, SPEC, RunDir
+from ..spec import Spec, resolve, validate
+
+
+@dataclass
+class Trained:
+    path: Path
+    spec: Spec
+    model: torch.nn.Module  # eval mode, on `device`
+    data: Any  # data.Data
+    device: torch.device
+
+    @property
+    def residual(self) -> bool:
+        return self.spec.model.shortcut.kind != "none"
+
+    @property
+    def label(self) -> str:
+        return run_label(self.spec)
+
+
+def run_label(spec: Spec) -> str:
+    """He 2016a names: plain-34 / ResNet-34; other shortcuts (He 2016b Table 1) by their registry name."""
+    m = spec.model
+    kind = m.shortcut.kind
+    base = "plain" if kind == "none" else "ResNet" if kind == "identity" else kind
+    label = f"{base}-{m.depth}"
+    return label if m.unit == "original" else f"{label} ({m.unit})"
+
+
+def check_dir(path: str | Path) -> Path:
+    """The checks every analysis shares: the directory exists and holds a spec."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{p}: no such run directory")
+    if not p.is_dir():
+        raise UserError(f"{p}: not a run directory (a file; give the directory that holds {SPEC})")
+    if not (p / SPEC).is_file():
+        raise UserError(f"{p}: not a run directory (no {SPEC}; train one with `resnet train ... --out {p}`)")
+    return p
+
+
+def load_spec(path: str | Path) -> Spec:
+    p = check_dir(path)
+    tree = RunDir(p).spec_tree()
+    return resolve(validate(tree, str(p / SPEC)))
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device {name}: no CUDA device is available; use cpu or auto")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise UserError(f"--device {name}: not a device; use auto, cpu, cuda or cuda:N") from None
+
+
+def load_run(path: str | Path, device: str | torch.device = "cpu") -> Trained:
+    """Spec -> model -> checkpoint weights (strict) -> data. The model comes back in eval mode:
+    every analysis here evaluates with BN's running statistics, as at test time."""
+    from .. import checkpoint as ckpt
+    from .. import data as data_mod
+    from ..model import build_model
+
+    p = check_dir(path)
+    spec = load_spec(p)
+    if not (p / CHECKPOINT).is_file():
+        raise UserError(f"{p}: no {CHECKPOINT} (the run has not finished an epoch yet, or it was removed)")
+    dev = device if isinstance(device, torch.device) else pick_device(device)
+    state = ckpt.load(p / CHECKPOINT)
+    weights = state.get("model")
+    if not isinstance(weights, dict):
+        raise UserError(f"{p / CHECKPOINT}: holds no model weights")
+    loaded = data_mod.load(spec.data)
+    model = build_model(spec.model, loaded.in_channels, spec.model.num_classes or loaded.num_classes)
+    try:
+        model.load_state_dict(weights, strict=True)
+    except (RuntimeError, ValueError) as exc:
+        raise UserError(f"{p / CHECKPOINT}: weights do not fit the net in {SPEC}: "
+                        f"{str(exc).splitlines()[0][:160]}") from None
+    model.to(dev).eval()
+    return Trained(path=p, spec=spec, model=model, data=loaded, device=dev)
+
+
+def runtime_for(device: torch.device):
+    """Analyses run in fp32 (a landscape in bf16 would be bf16 rounding noise) and NCHW."""
+    from ..runtime import Runtime
+
+    return Runtime(device=device, bf16=False, channels_last=False)

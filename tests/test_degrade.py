@@ -1,0 +1,136 @@
+"""`resnet degrade` on tiny grids: the JSON schema, reuse of finished runs, the twins, the bar."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from typer.testing import CliRunner
+
+from resnet_cli import data as data_mod
+from resnet_cli import spec as S
+from resnet_cli.cli import app
+from resnet_cli.errors import UserError
+from resnet_cli.experiments import degrade as D
+from resnet_cli.model import build_model, count_params
+
+RUN_KEYS = {"net", "depth", "seed", "train_loss", "train_acc", "test_acc", "grad_norm_first_layer"}
+TINY = ["--depths", "4,6", "--seeds", "2", "--epochs", "1", "--set", "data.train_subset=256"]
+
+
+def lines(text: str) -> list[dict]:
+    out = [json.loads(line) for line in text.splitlines() if line.strip()]  # every line must parse
+    assert out
+    return out
+
+
+def test_cli_json_schema_files_and_reuse(in_tmp):
+    runner = CliRunner()
+    res = runner.invoke(app, ["degrade", *TINY, "--out", "d", "--json"])
+    assert res.exit_code == 0, res.output
+    objs = lines(res.stdout)
+    runs = [o for o in objs if o["event"] == "run"]
+    sums = [o for o in objs if o["event"] == "summary"]
+    assert len(runs) == 8 and len(sums) == 4 and objs[:8] == runs  # runs first, then summaries
+    for r in runs:
+        assert RUN_KEYS <= set(r) and r["net"] in ("plain", "residual") and r["status"] == "completed"
+        assert 0.0 <= r["train_acc"] <= 1.0 and 0.0 <= r["test_acc"] <= 1.0 and r["grad_norm_first_layer"] > 0
+    assert {(r["net"], r["depth"], r["seed"]) for r in runs} == {
+        (n, d, s) for n in ("plain", "residual") for d in (4, 6) for s in (0, 1)}
+    for s in sums:
+        assert s["n"] == 2 and s["train_acc_min"] <= s["train_acc_median"] <= s["train_acc_max"]
+        assert {"grad_norm_first_layer_median", "test_acc_median", "train_loss_median"} <= set(s)
+    for name in (D.RUNS_FILE, D.RESULT_FILE, D.FIGURE_FILE):
+        assert (in_tmp / "d" / name).is_file()
+    curve = json.loads((in_tmp / "d" / D.RUNS_FILE).read_text().splitlines()[0])["curve"]
+    assert curve[-1][0] == 4 and all(0 <= point[2] <= 100 for point in curve)  # 256 / 64 -> 4 steps
+
+    again = runner.invoke(app, ["degrade", *TINY, "--out", "d", "--json"])
+    assert again.exit_code == 0
+    assert "reused" in again.stderr
+    assert [o for o in lines(again.stdout) if o["event"] == "run"] == runs
+    assert len((in_tmp / "d" / D.RUNS_FILE).read_text().splitlines()) == 8  # nothing retrained
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--depths", "5"], "2n+2"),
+    (["--depths", "x"], "not an integer"),
+    (["--seeds", "a,b"], "--seeds"),
+    (["--nets", "plain,resnet"], "--nets"),
+    (["--set", "optim.lr=-1"], "optim.lr"),
+    (["no-such-config"], "no such spec file"),
+])
+def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
+    res = CliRunner().invoke(app, ["degrade", *args, "--json"])
+    assert res.exit_code == 2
+    assert needle in res.stderr and "Traceback" not in res.stderr
+    assert not (in_tmp / "runs").exists()  # refused before anything was written
+
+
+def test_parse_seeds_and_depths():
+    assert D.parse_seeds("3") == [0, 1, 2]
+    assert D.parse_seeds("0,4,7") == [0, 4, 7]
+    assert D.parse_seeds("5..7") == [5, 6, 7]
+    assert D.parse_seeds("7,") == [7]
+    for bad in ("0", "1,1", "-1,2", "x"):
+        with pytest.raises(UserError):
+            D.parse_seeds(bad)
+    assert D.parse_depths(["8,26"]) == [8, 26] and D.parse_depths(["8", "26"]) == [8, 26]
+
+
+def test_twins_differ_only_in_shortcut_and_share_parameters():
+    plan = D.make_plan(None)
+    for depth in plan.depths:
+        plain, res = D.twin(plan, "plain", depth, 3), D.twin(plan, "residual", depth, 3)
+        assert S.diff(plain, res) == ["model.shortcut.kind"]
+        assert (plain.model.shortcut.kind, res.model.shortcut.kind) == ("none", "identity")
+        sizes = [count_params(build_model(s.model, 1, 10)) for s in (plain, res)]
+        assert sizes[0] == sizes[1]
+    # The default experiment is the seed's (SCIENCE.md sec. 6).
+    assert (plan.depths, plan.seeds, plan.nets) == ([8, 26], list(range(10)), ["plain", "residual"])
+    spec = D.twin(plan, "plain", 26, 0)
+    o = spec.optim
+    assert (o.lr, o.momentum, o.batch_size, o.epochs, o.weight_decay, o.milestones, o.warmup_iters) == (
+        0.05, 0.9, 64, 6, 0.0, [], 0)
+
+
+def test_cifar_fig6_config_plans():
+    plan = D.make_plan("degrade/cifar10-fig6")
+    assert plan.depths == [20, 32, 44, 56]
+    spec = D.twin(plan, "residual", 56, 0)
+    assert (spec.model.downsample, spec.data.dataset, spec.optim.iters, spec.optim.milestones) == (
+        "A", "cifar10", 64000, [32000, 48000])
+
+
+def test_epochs_flag_keeps_the_seed_recipe_without_lr_steps(in_tmp):
+    from resnet_cli.commands.degrade import _length_overrides
+
+    plan = D.make_plan(None, overrides=_length_overrides(None, 2, None))
+    assert D.twin(plan, "plain", 8, 0).optim.milestones == []
+
+
+def test_first_layer_grad_norm_matches_a_hand_computed_step():
+    """The probe's number is ||dE/dW|| of the stem conv for the trainer's first batch."""
+    plan = D.make_plan(None, overrides=[("optim.iters", 1), ("optim.epochs", None)])
+    spec = D.twin(plan, "plain", 6, 4)
+    data = data_mod.load(spec.data)
+    record = D.train_one(spec, data)
+    torch.manual_seed(spec.run.seed)
+    model = build_model(spec.model, 1, 10)
+    x, y = next(iter(data_mod.batches_for(data, "train", 64, "none", 0, "cpu", spec.run.seed).epoch(0)))
+    F.cross_entropy(model(x), y).backward()
+    assert record["grad_norm_first_layer"] == pytest.approx(model.stem[0].weight.grad.norm().item(), rel=1e-4)
+
+
+def _summary(net, depth, acc, grad, dataset="digits"):
+    recs = [{"net": net, "depth": depth, "seed": 0, "status": "completed", "train_loss": 1.0, "train_acc": acc,
+             "test_acc": acc, "grad_norm_first_layer": grad, "params": 1, "dataset": dataset}]
+    return D.summarise(recs)[0]
+
+
+def test_bar():
+    ok = D.bar([_summary("plain", 26, 0.6, 3.0), _summary("residual", 26, 0.98, 0.6)])
+    assert [c["ok"] for c in ok] == [True, True, True]
+    bad = D.bar([_summary("plain", 26, 0.85, 1.0), _summary("residual", 26, 0.9, 0.6)])
+    assert [c["ok"] for c in bad] == [False, False, False]
+    assert D.bar([_summary("plain", 8, 0.6, 3.0)]) is None

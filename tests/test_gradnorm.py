@@ -1,0 +1,195 @@
+"""`resnet gradnorm`: power iteration against an explicit Jacobian, the seed's toy gains, the
+gradient highway's exact shape on identity-initialised units, the JSON schema, layer responses."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from resnet_cli import spec as S
+from resnet_cli.cli import app
+from resnet_cli.errors import UserError
+from resnet_cli.experiments import gradnorm as G
+from resnet_cli.model import build_model
+
+# A CIFAR-shaped net small enough for a test: ResNet-8 (3 units), widths 4/8/8, 8x8 synthetic images.
+TINY_SETS = ["--depth", "8", "--batch-size", "16", "--set", "model.widths=[4, 8, 8]",
+             "--set", "data.synthetic.image_size=8", "--set", "data.synthetic.train_size=64",
+             "--set", "data.synthetic.test_size=16", "--device", "cpu"]
+
+
+def lines(text: str) -> list[dict]:
+    out = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert out
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Power iteration
+
+
+def _explicit(f, x):
+    jac = torch.autograd.functional.jacobian(f, x).reshape(x.numel(), x.numel())
+    return torch.linalg.matrix_norm(jac, ord=2).item()
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("std", [0.3, 0.8])
+def test_power_iteration_matches_the_materialised_jacobian(residual, std):
+    g = torch.Generator().manual_seed(1)
+    x = G.toy_image(g)
+    kernels = std * torch.randn(3, 2, 3, 3, dtype=torch.float64, generator=g)
+    f = G.toy_stack(kernels, residual)
+    assert G.spectral_norm(f, x) == pytest.approx(_explicit(f, x), rel=1e-6)
+
+
+def test_power_iteration_on_a_known_spectrum():
+    q1, _ = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))
+    q2, _ = torch.linalg.qr(torch.randn(6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(1)))
+    a = q1 @ torch.diag(torch.tensor([3.0, 2.5, 1.0, 0.5, 0.1, 1e-3], dtype=torch.float64)) @ q2
+    assert G.spectral_norm(lambda v: a @ v, torch.zeros(6, dtype=torch.float64)) == pytest.approx(3.0, rel=1e-8)
+    assert G.spectral_norm(lambda v: 0 * v, torch.ones(6, dtype=torch.float64)) == 0.0
+
+
+def test_the_seed_toy_gains_land_in_the_stated_ranges():
+    """SCIENCE.md sec. 6: 30 blocks; plain below 1e-10, residual within 10x of 1.7 (std 0.1), 81 (std 0.3)."""
+    gains = {(r["net"], r["kernel_std"]): r["gain"] for r in G.toy_gains(blocks=[30], stds=[0.1, 0.3])}
+    assert gains[("plain", 0.1)] < 1e-10 and gains[("plain", 0.3)] < 1e-10
+    assert 0.17 <= gains[("residual", 0.1)] <= 17
+    assert 8.1 <= gains[("residual", 0.3)] <= 810
+
+
+def test_jacobian_cli_json():
+    res = CliRunner().invoke(app, ["gradnorm", "--jacobian", "--blocks", "5", "--json"])
+    assert res.exit_code == 0, res.output
+    objs = lines(res.stdout)
+    assert {(o["net"], o["kernel_std"]) for o in objs} == {(n, s) for n in ("plain", "residual") for s in (0.1, 0.3)}
+    assert all(o["blocks"] == 5 and o["gain"] >= 0 for o in objs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradient norms per layer
+
+
+def test_identity_units_pass_the_gradient_unchanged_and_scaled_ones_by_lambda():
+    """With every branch zero at init (full pre-activation, zero-init last BN: F = 0), x_L = lambda^(L-l) x_l,
+    so ||dE/dx_l|| = lambda^(L-l) ||dE/dx_L|| exactly (He 2016b eq. 4-5). Unit 0 is left out: its shared
+    BN-ReLU pre-activation sits before the split, on both paths."""
+    for lam in (1.0, 0.5):
+        tree = {"model": {"family": "digits", "depth": 12, "unit": "full_preact", "zero_init_last_bn": True,
+                          "widths": [4], "shortcut": {"kind": "scale", "shortcut_scale": lam}},
+                "data": {"dataset": "digits", "train_subset": 64}, "optim": {"batch_size": 32, "iters": 1},
+                "run": {"device": "cpu"}}
+        r = G.measure_spec("x", S.resolve(S.validate(tree)), steps=1)
+        L = r.units
+        for l in range(1, L + 1):
+            assert r.inputs[l] / r.inputs[L] == pytest.approx(lam ** (L - l), rel=1e-4)
+            assert r.direct[l] == lam ** (L - l)
+
+
+def test_cli_json_one_object_per_spec_and_layer(in_tmp):
+    res = CliRunner().invoke(app, ["gradnorm", "-v", "plain", "-v", "original", "-v", "scale:0.5",
+                                   "-v", "exclusive_gate", *TINY_SETS, "--json", "--out", "g.png"])
+    assert res.exit_code == 0, res.output
+    objs = lines(res.stdout)
+    assert all({"spec", "layer", "index", "grad_norm"} <= set(o) for o in objs)
+    assert (in_tmp / "g.png").is_file()
+    for name in ("plain", "original", "scale:0.5", "exclusive_gate"):
+        mine = [o for o in objs if o["spec"] == name]
+        main = [o for o in mine if o["path"] == "main"]
+        assert [o["index"] for o in main] == list(range(1, 9))  # depth 8: stem, 6 branch convs, fc
+        assert all(o["grad_norm"] > 0 for o in main)
+        inputs = [o for o in mine if o["path"] == "input"]
+        assert [o["index"] for o in inputs] == [0, 1, 2, 3]  # x_0 .. x_L for 3 units
+        assert inputs[-1]["relative"] == pytest.approx(1.0)
+    gates = [o for o in objs if o["spec"] == "exclusive_gate" and o["path"] == "shortcut"]
+    assert len(gates) == 3 and all(o["layer"].endswith("gate.conv") for o in gates)
+    scaled = [o for o in objs if o["spec"] == "scale:0.5" and o["path"] == "input"]
+    assert [o["direct_term"] for o in scaled] == [0.125, 0.25, 0.5, 1.0]
+
+
+def test_averaging_over_steps_and_spec_files(in_tmp):
+    (in_tmp / "mine.yaml").write_text("model:\n  family: digits\n  depth: 6\n  widths: [4]\ndata:\n  dataset: digits\n")
+    res = CliRunner().invoke(app, ["gradnorm", "mine.yaml", "--steps", "3", "--batch-size", "16", "--json"])
+    assert res.exit_code == 0, res.output
+    objs = lines(res.stdout)
+    assert {o["spec"] for o in objs} == {"mine"}
+    assert len([o for o in objs if o["path"] == "main"]) == 6
+
+
+def test_variant_names():
+    base = {"model": {"depth": 20}}
+    assert G.variant_tree(base, "plain")["model"]["shortcut"]["kind"] == "none"
+    tree = G.variant_tree(base, "full_preact+scale:0.5")
+    assert tree["model"]["unit"] == "full_preact" and tree["model"]["shortcut"] == {"kind": "scale", "shortcut_scale": 0.5}
+    assert G.variant_tree(base, "exclusive_gate:-3")["model"]["shortcut"]["gate_bias"] == -3.0
+    assert base == {"model": {"depth": 20}}  # the base is not touched
+    for bad, needle in (("resnet", "valid:"), ("original:2", "takes no value"), ("scale:x", "not a number")):
+        with pytest.raises(UserError, match=needle):
+            G.variant_tree(base, bad)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["-v", "nope"], "unknown name"),
+    (["--jacobian", "--responses"], "give one"),
+    (["--jacobian", "-v", "plain"], "no SPEC"),
+    (["--responses"], "RUN_DIR"),
+    (["--responses", "no-such-dir"], "no such run directory"),
+    (["--blocks", "3"], "--jacobian"),
+    (["-v", "plain", "-v", "plain"], "named twice"),
+])
+def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
+    res = CliRunner().invoke(app, ["gradnorm", *args, "--json"])
+    assert res.exit_code == 2, res.output
+    assert needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_callback_logs_into_the_run_metrics(tmp_path):
+    from resnet_cli.rundir import RunDir
+    from resnet_cli.train import Trainer
+
+    spec = S.resolve(S.validate({"model": {"family": "digits", "depth": 4, "widths": [4]},
+                                 "data": {"dataset": "digits", "train_subset": 128},
+                                 "optim": {"batch_size": 32, "iters": 5, "warmup_iters": 0}, "run": {"device": "cpu"}}))
+    tmp_path.mkdir(exist_ok=True)
+    cb = G.GradNormCallback(every=2)
+    Trainer(spec, run_dir=RunDir(tmp_path), callbacks=[cb]).run()
+    recs = [r for r in RunDir(tmp_path).metrics() if r.get("event") == "grad_norm"]
+    assert [r["iter"] for r in recs] == [1, 3, 5]
+    assert recs == cb.records
+    assert set(recs[0]["weights"]) == {"stem.0", "units.0.branch.1", "units.0.branch.3", "fc"}
+    assert len(recs[0]["inputs"]) == 2 and all(v > 0 for v in recs[0]["inputs"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer responses
+
+
+def test_response_points_follow_the_unit_ordering():
+    def points(unit):
+        m = build_model(S.resolve(S.validate({"model": {"family": "digits", "depth": 6, "unit": unit,
+                                                        "widths": [4]}})).model, 1, 10)
+        return [(name, type(mod).__name__) for name, _, mod in G.response_points(m)]
+
+    # original: every conv answers through the BN right after it (He 2016a Fig. 7).
+    assert points("original") == [("stem.0", "BatchNorm2d")] + [
+        (f"units.{u}.branch.{c}", "BatchNorm2d") for u in (0, 1) for c in (1, 3)]
+    # full pre-activation: the second conv of a branch feeds the addition directly.
+    assert [kind for _, kind in points("full_preact")] == ["Conv2d", "BatchNorm2d", "Conv2d", "BatchNorm2d", "Conv2d"]
+
+
+def test_responses_of_a_trained_run(in_tmp):
+    from resnet_cli import output
+    from resnet_cli.commands.train import run
+
+    spec = S.build(None, sets=["model.family=digits", "model.depth=6", "model.widths=[4]", "data.dataset=digits",
+                               "data.train_subset=128", "optim.iters=4", "optim.batch_size=32", "run.device=cpu",
+                               "run.out=r6"])
+    run(spec, fmt=output.Format.JSON, quiet=True)
+    res = CliRunner().invoke(app, ["gradnorm", "--responses", "r6", "--json"])
+    assert res.exit_code == 0, res.output
+    objs = lines(res.stdout)
+    assert [o["index"] for o in objs] == [1, 2, 3, 4, 5]  # the 5 convs of a 6-layer net
+    assert all({"spec", "layer", "index", "std"} <= set(o) and o["std"] > 0 for o in objs)
+    assert (in_tmp / "r6" / "responses.png").is_file()

@@ -170,21 +170,6 @@ def spec_key(spec) -> str:
 # One run
 
 
-class _LabelTap:
-    """Wraps the trainer's batches to remember the labels of the batch in flight (the trainer keeps
-    the loss of the last step but not its targets; the curve needs the error)."""
-
-    def __init__(self, batches):
-        self.inner = batches
-        self.iters_per_epoch = batches.iters_per_epoch
-        self.y: torch.Tensor | None = None
-
-    def epoch(self, epoch: int, start: int = 0):
-        for x, y in self.inner.epoch(epoch, start=start):
-            self.y = y
-            yield x, y
-
-
 class Probe(Callback):
     """The first weight layer's gradient norm at step 1, and a training curve: mean loss and error
     (%) over windows of `window` steps, as He 2016a Fig. 6 plots training error against iteration."""
@@ -196,24 +181,17 @@ class Probe(Callback):
 
     def on_start(self, t) -> None:
         self.first = next(m for m in t.model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)))
-        self.tap = t.batches = _LabelTap(t.batches)
-        self.logits: torch.Tensor | None = None
-        self._hook = t.model.register_forward_hook(self._keep_logits)
         self.loss_sum = torch.zeros((), device=t.rt.device)
         self.wrong = torch.zeros((), device=t.rt.device)
         self.seen = 0
         self.steps = 0
 
-    def _keep_logits(self, module, args, out) -> None:
-        if module.training:
-            self.logits = out.detach()
-
     def after_backward(self, t) -> None:
         if t.p.iteration == 0:
             self.grad_norm_first_layer = self.first.weight.grad.norm().item()
-        y = self.tap.y
+        y = t.last_target
         self.loss_sum += t.last_loss.detach() * len(y)
-        self.wrong += (self.logits.argmax(1) != y).sum()
+        self.wrong += (t.last_output.argmax(1) != y).sum()
         self.seen += len(y)
         self.steps += 1
         if self.steps == self.window or t.p.iteration + 1 >= t.total:
@@ -221,9 +199,6 @@ class Probe(Callback):
                                100.0 * self.wrong.item() / self.seen])
             self.loss_sum.zero_(), self.wrong.zero_()
             self.seen = self.steps = 0
-
-    def on_end(self, t, summary) -> None:
-        self._hook.remove()
 
 
 def train_one(spec, data, points: int = 60, callbacks: list[Callback] = ()) -> dict[str, Any]:

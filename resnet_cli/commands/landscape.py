@@ -1,0 +1,73 @@
+"""`resnet landscape`: loss and accuracy around trained weights along filter-normalised random
+directions (Li et al. 2018)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cli import command
+from . import common
+
+RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR",
+    help="Run directories of trained nets (resnet train --out DIR).")]
+Dims = Annotated[int, typer.Option("--dims", min=1, max=2,
+    help="1: a line along d1 (line plot); 2: a plane over d1, d2 (contour plot).")]
+Range = Annotated[tuple[float, float], typer.Option("--range",
+    help="Steps along each direction, from LO to HI (1 = the weights' own filter norms).")]
+Points = Annotated[int, typer.Option("--points", min=3,
+    help="Grid points along each direction (2-D evaluates points^2).")]
+Samples = Annotated[int, typer.Option("--samples", min=1,
+    help="Training images the loss is measured on (a fixed subset).")]
+Seed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the random directions.")]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+FigOut = Annotated[str | None, typer.Option("--out",
+    help="Figure path (PNG). Default: RUN_DIR/landscape-<dims>d.png for one run, ./landscape-<dims>d.png for several.")]
+
+PAPER = ("Li et al. 2018 (CIFAR-10): without shortcuts the surface turns chaotic from 56 layers on "
+         "(ResNet-56-noshort, -110-noshort); with shortcuts it stays smooth and nearly convex.")
+
+
+@command()
+def landscape(run_dirs: RunDirs, dims: Dims = 1, range_: Range = (-1.0, 1.0), points: Points = 21,
+              samples: Samples = 1000, seed: Seed = 0, device: Device = "auto", out: FigOut = None,
+              json_: common.Json = False) -> None:
+    """Training loss and accuracy on a grid around the trained weights; BN in eval mode (running stats)."""
+    from .. import output
+    from ..experiments import landscape as land
+    from ..experiments.trained import check_dir, load_run, pick_device
+
+    fmt = output.choose(json_)
+    for p in run_dirs:
+        check_dir(p)
+    dev = pick_device(device)
+    trained = [load_run(p, dev) for p in run_dirs]
+    lo, hi = range_
+    results = [land.scan(t, dims=dims, lo=lo, hi=hi, points=points, samples=samples, seed=seed, log=output.info)
+               for t in trained]
+    name = f"landscape-{dims}d.png"
+    fig_path = Path(out) if out else (Path(run_dirs[0]) / name if len(run_dirs) == 1 else Path(name))
+    land.figure(results, fig_path)
+    if fmt is output.Format.JSON:
+        for r in results:
+            head = {"run": r["run"], "label": r["label"]}
+            for pt in r["points"]:
+                output.emit({"event": "landscape_point", **head, **pt})
+            output.emit({"event": "landscape_summary", **head, "dims": r["dims"], "points": len(r["points"]),
+                         "samples": r["samples"], "seed": r["seed"], "bn": r["bn"],
+                         "loss_center": r["center"]["loss"], "accuracy_center": r["center"]["accuracy"],
+                         **r["measures"], "wall_s": r["wall_s"]})
+        output.emit({"event": "figure", "path": str(fig_path)})
+        return
+    rows = [(r["label"], r["center"]["loss"], r["center"]["accuracy"], f"{r['measures']['loss_max']:.3g}",
+             str(r["measures"]["local_minima"]), r["measures"]["tv_ratio"],
+             f"{100 * r['measures']['nonconvex_fraction']:.0f}") for r in results]
+    con = output.stdout()
+    con.print(output.table(f"landscape {dims}-D: {len(results[0]['points'])} points in {lo:g}..{hi:g}, "
+                           f"{results[0]['samples']} train images, BN eval",
+                           ["net", "loss@0", "acc@0 %", "max loss", "minima", "TV/range", "nonconvex %"], rows,
+                           caption="one valley: 1 minimum, TV/range 1-2; chaotic: more of both"))
+    con.print(PAPER)
+    output.info(f"figure: {fig_path} ({sum(r['wall_s'] for r in results):.1f} s)")

@@ -1,0 +1,40 @@
+"""`resnet plot`: training curves of one or many runs, drawn as He 2016a draws them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cli import command
+from . import common
+
+RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR", help="Run directories (resnet train --out DIR).")]
+FigOut = Annotated[str | None, typer.Option("--out",
+    help="Figure path (PNG). Default: RUN_DIR/curves.png for one run, ./curves.png for several.")]
+
+
+@command()
+def plot(run_dirs: RunDirs, out: FigOut = None, json_: common.Json = False) -> None:
+    """Error against iterations: training error thin, test error bold (He 2016a Fig. 1, 4, 6)."""
+    from .. import output
+    from ..experiments import curves
+
+    fmt = output.choose(json_)
+    runs = [curves.read_run(p) for p in run_dirs]
+    fig_path = Path(out) if out else (Path(run_dirs[0]) / "curves.png" if len(run_dirs) == 1 else Path("curves.png"))
+    curves.figure(runs, fig_path)
+    keys = ("run", "label", "status", "dataset", "seed", "epochs", "iterations", "train_error", "test_error",
+            "test_error_epoch")
+    if fmt is output.Format.JSON:
+        for r in runs:
+            output.emit({"event": "run", **{k: r[k] for k in keys}})
+        output.emit({"event": "figure", "path": str(fig_path)})
+        return
+    rows = [(r["label"], r["status"], str(r["epochs"]), r["iterations"], r["train_error"], r["test_error"], r["run"])
+            for r in runs]
+    output.stdout().print(output.table("training runs (last epoch)", ["net", "status", "epochs", "iterations",
+                                                                      "train error %", "test error %", "run"], rows,
+                                        justify_right=[False, False, True, True, True, True, False]))
+    output.info(f"figure: {fig_path}")

@@ -1,0 +1,132 @@
+"""`resnet lesion`: a deleted unit is its shortcut path, plain units become the identity where
+shapes allow, and the command works on nets trained here (tiny, on digits)."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from resnet_cli import spec as S
+from resnet_cli.cli import app
+from resnet_cli.experiments import lesion as L
+from resnet_cli.experiments.trained import Trained
+from resnet_cli.model import build_model
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def json_lines(r):
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A residual and a plain 8-layer digits net, width 4, one epoch (about a second each)."""
+    root = tmp_path_factory.mktemp("lesion")
+    out = {}
+    for name in ("residual8", "plain8"):
+        r = invoke("train", f"digits/{name}", "--epochs", 1, "--set", "model.widths=[4]", "--out", root / name)
+        assert r.exit_code == 0, r.stderr
+        out[name] = root / name
+    return out
+
+
+def cifar_model(kind, unit="original", downsample="A"):
+    s = S.resolve(S.validate({"model": {"depth": 8, "widths": [2, 4, 4], "unit": unit, "downsample": downsample,
+                                        "shortcut": {"kind": kind, "gate_bias": -1.0}}}))
+    torch.manual_seed(0)
+    return s, build_model(s.model, 3, 10).eval()
+
+
+CASES = [("identity", "original", "A"), ("identity", "full_preact", "B"), ("identity", "bn_after_add", "C"),
+         ("scale", "original", "A"), ("exclusive_gate", "original", "B"), ("shortcut_gate", "relu_preact", "A"),
+         ("conv1x1", "original", "A"), ("dropout", "full_preact", "A")]
+
+
+@pytest.mark.parametrize("kind,unit,downsample", CASES, ids=["-".join(c) for c in CASES])
+def test_deleted_unit_is_its_shortcut_path(kind, unit, downsample):
+    _, model = cifar_model(kind, unit, downsample)
+    x = torch.randn(3, 2, 8, 8)
+    with torch.no_grad():
+        for i, u in enumerate(model.units):  # units 2 and 3 downsample (stride 2, wider)
+            x_pre = u.shared_pre(x)
+            fx = u.branch(x_pre)
+            expected = u.post(u.combine(x_pre, u.skip(x_pre), torch.zeros_like(fx)))
+            original = u.branch
+            with L.lesioned(model, [i]):
+                assert isinstance(u.branch, L.ZeroBranch)
+                assert u.branch(x_pre).shape == fx.shape
+                got = u(x)
+            assert u.branch is original  # restored
+            torch.testing.assert_close(got, expected)
+            if kind == "identity":
+                torch.testing.assert_close(got, u.post(u.skip(x_pre)))
+            x = u(x)
+
+
+def test_plain_units_become_identity_where_shapes_match():
+    s, model = cifar_model("none")
+    trained = Trained(path=None, spec=s, model=model, data=None, device=torch.device("cpu"))
+    rows = L.describe_units(trained)
+    assert [r["deletable"] for r in rows] == [True, False, False]
+    assert [r["downsampling"] for r in rows] == [False, True, True]
+    assert [r["stage"] for r in rows] == [1, 2, 3]
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad(), L.lesioned(model, [0]):
+        assert isinstance(model.units[0], torch.nn.Identity)
+        with_identity = model(x)
+    with torch.no_grad():
+        h = model.stem(x)
+        expected = model.fc(model.pool(model.head_act(model.units[2](model.units[1](h)))).flatten(1))
+    torch.testing.assert_close(with_identity, expected)
+    with pytest.raises(ValueError, match="cannot be deleted"), L.lesioned(model, [1]):
+        pass
+    assert not isinstance(model.units[0], torch.nn.Identity)  # restored
+
+
+def test_lesion_cli_residual_vs_plain(runs, tmp_path):
+    fig = tmp_path / "lesion.png"
+    r = invoke("lesion", runs["residual8"], "--compare", runs["plain8"], "--draws", 3, "--max-k", 2, "--out", fig)
+    assert r.exit_code == 0, r.stderr
+    rows = json_lines(r)
+    for label in ("ResNet-8", "plain-8"):
+        mine = [x for x in rows if x.get("label") == label]
+        base = [x for x in mine if x["event"] == "lesion_baseline"]
+        units = [x for x in mine if x["event"] == "lesion_unit"]
+        ks = [x for x in mine if x["event"] == "lesion_k"]
+        assert len(base) == 1 and 0 <= base[0]["test_error"] <= 100
+        assert [u["unit"] for u in units] == [1, 2, 3]
+        assert all(u["deletable"] and 0 <= u["test_error"] <= 100 for u in units)
+        assert {u["deletion"] for u in units} == {"branch->0" if label == "ResNet-8" else "unit->identity"}
+        assert [k["k"] for k in ks] == [0, 1, 2]
+        assert all(k["min"] <= k["median"] <= k["max"] for k in ks)
+        assert ks[1]["draws"] == 3 and ks[2]["draws"] == 3
+    assert rows[-1] == {"event": "figure", "path": str(fig)}
+    assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def bad_run_dir(kind, good, tmp_path):
+    bad = tmp_path / "bad"
+    if kind == "missing":
+        return bad, "no such run directory"
+    bad.mkdir()
+    if kind == "no spec":
+        return bad, "no spec.yaml"
+    (bad / "spec.yaml").write_text((good / "spec.yaml").read_text())
+    if kind == "no checkpoint":
+        return bad, "no checkpoint.pt"
+    (bad / "checkpoint.pt").write_bytes(b"PK\x03\x04 not really a checkpoint")
+    return bad, "not a loadable checkpoint"
+
+
+@pytest.mark.parametrize("kind", ["missing", "no spec", "no checkpoint", "corrupt checkpoint"])
+def test_bad_run_dir_is_one_line(kind, runs, tmp_path):
+    bad, needle = bad_run_dir(kind, runs["residual8"], tmp_path)
+    r = invoke("lesion", runs["residual8"], "--compare", bad)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resnet: error:") and needle in lines[0], r.stderr
+    assert r.stdout == ""

@@ -83,15 +83,19 @@ def test_a_killed_rank_resumes_under_max_restarts(tmp_path):
     args = ["train", "digits/residual8", "--set", "model.widths=[8]", "--batch-size", "16", "--epochs", "2",
             "--set", "train.checkpoint_every=10", "--out", tmp_path / "run", "--resume", "auto", "--json"]
     proc = subprocess.Popen(torchrun(*args, extra=["--max-restarts=1"]), env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    ckpt = tmp_path / "run" / "checkpoint.pt"
-    t0 = time.time()
-    while not ckpt.exists():
-        assert proc.poll() is None and time.time() - t0 < 120, proc.communicate()
-        time.sleep(0.01)
-    victim = next(pid for pid in _children(proc.pid) if _local_rank(pid) == "1")
-    os.kill(victim, signal.SIGKILL)
-    out, err = proc.communicate(timeout=300)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        ckpt = tmp_path / "run" / "checkpoint.pt"
+        t0 = time.time()
+        while not ckpt.exists():
+            assert proc.poll() is None and time.time() - t0 < 120, proc.communicate()
+            time.sleep(0.01)
+        victim = next(pid for pid in _children(proc.pid) if _local_rank(pid) == "1")
+        os.kill(victim, signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    finally:  # never leave a hung process group behind a failed test
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, err
     assert "resuming" in err
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())

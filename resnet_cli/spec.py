@@ -332,6 +332,9 @@ def validate(tree: Any, source: str = "spec") -> Spec:
         raise UserError(_one_line(err, source)) from None
 
 
+EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade NAME"}
+
+
 def configs_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "configs"
 
@@ -344,7 +347,10 @@ def find_spec_file(name: str) -> Path:
     for cand in (configs_dir() / name, configs_dir() / f"{name}.yaml"):
         if cand.is_file():
             return cand
-    hits = sorted(configs_dir().rglob(f"{Path(name).stem}.yaml"))
+    # A bare name (`resnet110`) may live in any folder of specs; studies and degrade experiments
+    # are other file kinds, run by `resnet ablate` and `resnet degrade`.
+    hits = [p for p in sorted(configs_dir().rglob(f"{Path(name).stem}.yaml"))
+            if p.relative_to(configs_dir()).parts[0] not in EXPERIMENT_DIRS]
     if len(hits) == 1:
         return hits[0]
     raise UserError(f"{name}: no such spec file or bundled config (see `resnet configs`)")

@@ -1,0 +1,182 @@
+"""`resnet ablate`: a study (shipped name or YAML path) as many resumable runs and one honest table."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..cli import command
+from . import common
+
+
+Figure = Annotated[Optional[str], typer.Option("--figure", help="Bar chart PNG (default RESULTS/STUDY.png).")]
+
+
+def _seeds(text: str | None) -> list[int] | None:
+    from ..errors import UserError
+
+    if text is None:
+        return None
+    try:
+        seeds = [int(s) for s in text.replace(" ", "").split(",") if s]
+    except ValueError:
+        raise UserError(f"--seeds {text}: expected comma-separated integers, e.g. --seeds 0,1,2") from None
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds {text}: expected distinct non-negative integers, e.g. --seeds 0,1,2")
+    return seeds
+
+
+@command()
+def ablate(
+    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, projection, depth, zero-init) "
+                                              "or a study YAML file.")],
+    preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
+                                                         "(minutes); or a preset the study defines.")] = "paper",
+    out: Annotated[Optional[str], typer.Option("--out", help="Results directory (default runs/ablate/STUDY-PRESET); "
+                                                             "one run directory per (row, seed) inside.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once (0: one per GPU, else one per CPU "
+                                                                  "core, threads split).")] = 0,
+    seeds: Annotated[Optional[str], typer.Option("--seeds", help="Override the seeds, e.g. 0,1,2.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU "
+                                                       "parallel) and exit.")] = False,
+    only: Annotated[Optional[str], typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
+    figure: Figure = None,
+    set_: common.Set = None,
+    json_: common.Json = False,
+) -> None:
+    """Run a study: rows x seeds, each a resumable run directory; finished runs are skipped.
+    Prints a table (or one JSON object per row) with the paper's figure beside ours."""
+    from .. import output
+    from ..experiments import study as study_mod
+
+    sets = list(set_ or [])
+    plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=_seeds(seeds))
+    if list_:
+        from ..errors import PipeClosed
+        from ..experiments.sweep import list_commands
+
+        try:
+            for line in list_commands(plan, sets):
+                print(line, flush=True)
+        except BrokenPipeError:
+            raise PipeClosed() from None
+        return
+    fmt = output.choose(json_)
+    if only is not None:
+        return _only(plan, only, fmt)
+    return _sweep(plan, jobs, sets, fmt, figure)
+
+
+def _only(plan, key: str, fmt) -> None:
+    from .. import errors, output
+    from ..errors import UserError
+    from ..experiments import report, sweep
+
+    run = plan.find(key)
+    outcome = sweep.run_one(plan, run)
+    rec = report.load_run(run.path)
+    if fmt is output.Format.JSON:
+        output.emit({"event": "run", "study": plan.name, "preset": plan.preset, "index": run.row.index,
+                     "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
+                     "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
+                     "run_dir": str(run.path), "skipped": outcome.status == "skipped"})
+    else:
+        tables = report.aggregate([rec] if rec else [])
+        for table in tables:
+            output.stdout().print(report.render(table))
+    status = rec.status if rec else outcome.status
+    if status == "diverged":
+        raise typer.Exit(errors.DIVERGED)
+    if outcome.status == "interrupted":
+        raise typer.Exit(errors.INTERRUPTED_INT)
+    if outcome.status == "error":
+        raise UserError(outcome.message)
+
+
+class _Progress:
+    """The sweep as it goes, on stderr: a live table on a terminal, one line per finished run
+    otherwise. stdout stays for the final table or JSON."""
+
+    def __init__(self, plan, report, console):
+        import sys
+
+        self.plan, self.report, self.console = plan, report, console
+        self.running: set[str] = set()
+        self.failed: dict[str, str] = {}
+        self.finished = 0
+        self.live = None
+        if sys.stderr.isatty():
+            from rich.live import Live
+
+            self.live = Live(self.table(), console=console, refresh_per_second=2, transient=True)
+
+    def table(self):
+        records = self.report.planned(self.plan, self.running, self.failed)
+        return self.report.render(self.report.aggregate(records)[0], live=True)
+
+    def __call__(self, run, outcome) -> None:
+        from rich.markup import escape
+
+        if outcome is None:
+            self.running.add(run.key)
+        else:
+            self.running.discard(run.key)
+            self.finished += 1
+            if outcome.status == "error":
+                self.failed[run.key] = outcome.message
+            if self.live is None:
+                rec = self.report.load_run(run.path)
+                err = f", test error {rec.test_error:.2f}%" if rec and rec.test_error is not None else ""
+                extra = f": {outcome.message}" if outcome.status == "error" else ""
+                self.console.print(escape(f"[{self.finished}/{len(self.plan.runs)}] {run.path.name}: "
+                                          f"{outcome.status}{err} ({outcome.wall_s:.0f} s){extra}"))
+        if self.live is not None:
+            self.live.update(self.table())
+
+
+def _sweep(plan, jobs: int, sets: list[str], fmt, figure_path: str | None) -> None:
+    import signal
+    import time
+    from pathlib import Path
+
+    from rich.markup import escape
+
+    from .. import errors, output
+    from ..experiments import report, sweep
+
+    console = output.stderr()
+    about = plan.preset_about or "as the study defines it"
+    console.print(escape(f"{plan.title} [preset {plan.preset}: {about}]: {len(plan.rows)} rows x "
+                         f"{len(plan.seeds)} seeds in {plan.results}"))
+    progress = _Progress(plan, report, console)
+    tick = time.perf_counter()
+    if progress.live is not None:
+        progress.live.start()
+    try:
+        result = sweep.execute(plan, jobs=jobs or None, sets=sets, notify=progress)
+    finally:
+        if progress.live is not None:
+            progress.live.stop()
+    outcomes = result.outcomes.values()
+    trained = sum(o.status not in ("skipped", "error") for o in outcomes)
+    skipped = sum(o.status == "skipped" for o in outcomes)
+    console.print(f"{trained} run(s) trained, {skipped} already finished, in {time.perf_counter() - tick:.0f} s")
+
+    (table,) = report.aggregate(report.planned(plan, set(), progress.failed))
+    if fmt is output.Format.JSON:
+        for row in table.rows:
+            output.emit(report.row_json(table, row))
+    else:
+        output.stdout().print(report.render(table))
+    if any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
+        path = report.figure(table, Path(figure_path) if figure_path else plan.results / f"{plan.name}.png")
+        console.print(f"figure: {path}")
+    for key, message in progress.failed.items():
+        console.print(f"[red]run {key} failed[/]: {escape(message)}")
+    if result.signum is not None:
+        console.print(f"interrupted; rerun the same command to resume ({plan.results})")
+        raise typer.Exit(errors.INTERRUPTED_TERM if result.signum == signal.SIGTERM else errors.INTERRUPTED_INT)
+    codes = {o.code for o in outcomes if o.status == "error"}
+    if codes:
+        raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)

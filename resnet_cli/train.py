@@ -126,6 +126,12 @@ class Trainer:
         o = spec.optim
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=o.lr, momentum=o.momentum,
                                          nesterov=o.nesterov, weight_decay=o.weight_decay)
+        # Gradients live from the first step to the last: allocate them now, before any activation,
+        # and zero them in place. Allocated during the first backward they land between recomputed
+        # activations and pin a fragmented heap (ResNet-1001 with checkpointing on the CPU: peak RSS
+        # 58% of the plain run instead of 38%, README Performance).
+        for p in self.model.parameters():
+            p.grad = torch.zeros_like(p)
         if o.batch_size % self.dist.world:
             raise UserError(f"optim.batch_size {o.batch_size} must divide evenly over {self.dist.world} processes")
         self.batches = data_mod.batches_for(self.data, "train", o.batch_size, spec.data.augment, spec.data.pad,
@@ -237,7 +243,7 @@ class Trainer:
         with self.rt.autocast():
             out = self.forward_model(x)  # (N, classes)
             loss = self.loss_fn(out.float(), y)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
         self.last_loss, self.last_output, self.last_target = loss, out.detach(), y  # for callbacks
         for cb in self.callbacks:

@@ -1,0 +1,182 @@
+"""`resnet bench`: training speed and memory of a spec, beside the textbook baseline."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ..cli import command
+from ..errors import FAILED, UserError
+from . import common
+
+Steps = Annotated[Optional[int], typer.Option(
+    "--steps", min=1, help="Timed steps per measurement (default: 20; 50 with --data-only; 2 with --memory).")]
+Warmup = Annotated[int, typer.Option(
+    "--warmup", min=1, help="Untimed steps first (workers start, caches and autotuning warm up).")]
+Rounds = Annotated[int, typer.Option(
+    "--rounds", min=1, help="Measurements of each side, alternating ours and baseline; medians reported.")]
+DataOnly = Annotated[bool, typer.Option(
+    "--data-only", help="Time the augmentation path alone: our on-device batches vs the baseline's DataLoader.")]
+Memory = Annotated[bool, typer.Option(
+    "--memory", help="Peak memory and losses without and with activation checkpointing (train.checkpoint_segments).")]
+Segments = Annotated[Optional[int], typer.Option(
+    "--segments", min=1, help="With --memory: checkpoint segments K (default ~sqrt(residual units)).")]
+Baseline = Annotated[bool, typer.Option(
+    "--baseline/--no-baseline", help="Also measure the textbook baseline (NCHW fp32 eager, PIL DataLoader).")]
+Vary = Annotated[Optional[list[str]], typer.Option(
+    "--vary", help="Measure ours under each value: --vary train.channels_last=on,off (repeatable: all combinations).")]
+
+
+@command()
+def bench(
+    spec_file: common.SpecArg = None,
+    depth: common.Depth = None,
+    preact: common.Preact = False,
+    batch_size: common.BatchSize = None,
+    seed: common.Seed = None,
+    device: common.Device = None,
+    set_: common.Set = None,
+    json_: common.Json = False,
+    steps: Steps = None,
+    warmup: Warmup = 5,
+    rounds: Rounds = 3,
+    data_only: DataOnly = False,
+    memory: Memory = False,
+    segments: Segments = None,
+    baseline: Baseline = True,
+    vary: Vary = None,
+) -> None:
+    """Images/s, step time, peak memory, FLOPs of ours and of the textbook baseline, and their ratio.
+
+    Each measurement runs in a fresh process; ours and baseline alternate. Examples:
+    `resnet bench cifar/resnet56`, `resnet bench --data-only`,
+    `resnet bench preact/resnet1001-cifar10 --batch-size 32 --memory`.
+    """
+    from .. import bench as bench_mod
+    from .. import output
+
+    if data_only and memory:
+        raise UserError("--data-only and --memory are separate modes: give one")
+    fmt = output.choose(json_)
+    spec = common.build_spec(spec_file, set_, depth=depth, preact=preact, batch_size=batch_size, seed=seed,
+                             device=device)
+    bench_mod.check_spec(spec)
+    if device is not None or spec.run.device != "auto":
+        from ..runtime import select
+
+        select(spec.run, spec.train)  # an unavailable device is bad input: say so before measuring
+    name = spec_file or f"resnet{spec.model.depth}"
+    console = output.stderr()
+    progress = console.print
+    try:
+        if memory:
+            result = bench_mod.compare_checkpointing(spec, segments=segments, steps=steps or 2, name=name,
+                                                     progress=progress)
+            _render_memory(result, fmt)
+            return
+        variants = bench_mod.variants_from(vary or [])
+        rows = bench_mod.bench(spec, steps=steps or (50 if data_only else 20), warmup=warmup, rounds=rounds,
+                               data_only=data_only, with_baseline=baseline, variants=variants, name=name,
+                               progress=progress)
+    except bench_mod.MeasureFailed as exc:
+        raise UserError(str(exc), code=FAILED) from None
+    _render(rows, fmt)
+
+
+def _render(rows: list[dict[str, Any]], fmt) -> None:
+    from .. import output
+
+    if fmt is output.Format.JSON:
+        for row in rows:
+            output.emit(row)
+        return
+    first = rows[0]
+    what = "augmentation path alone" if first["mode"] == "data" else "training, whole steps"
+    title = (f"resnet bench: {first['spec']} (depth {first['depth']}, batch {first['batch_size']}, "
+             f"{first['device']}): {what}")
+    cols = ["", "img/s", "step ms", "CPU ms/img", "peak MB", "GFLOP/s", "x base"]
+    table_rows = [_line(r["label"], r, "", r["ratio"]) for r in rows]
+    if first.get("baseline_images_per_s") is not None:
+        table_rows.append(_line("textbook baseline", first, "baseline_", 1.0))
+    notes = [f"median of {first['rounds']} rounds x {first['steps']} steps after {first['warmup']} warm-up; "
+             "x base: median of the per-round ratios"]
+    notes += [f"{r['label']}: {_settings(r.get('runtime'))}" for r in rows]
+    flops = [(r["label"], r.get("flops_per_image")) for r in rows]
+    if first.get("baseline_flops_per_image"):
+        flops.append(("baseline", first["baseline_flops_per_image"]))
+    if any(f for _, f in flops):
+        notes.append("FLOPs per image, forward + backward: "
+                     + ", ".join(f"{label} {f / 1e9:.3f} G" for label, f in flops if f))
+    if first["mode"] == "train":
+        notes.append("projected " + ", ".join(f"{r['label']}: {r['projected_schedule_h']:.2f} h" for r in rows)
+                     + f" for the spec's {first['schedule_iters']:,} iterations (training steps only)")
+        for r in rows:
+            if r.get("compile_s") is not None:
+                notes.append(f"{r['label']}: compile {r['compile_s']:.1f} s (first step minus a step)")
+    notes.append(_contention_line(first["contention"]))
+    table = output.table(title, cols, table_rows, caption="\n".join(notes))
+    table.columns[0].no_wrap = True
+    output.stdout().print(table)
+
+
+def _line(label: str, r: dict[str, Any], p: str, ratio: float | None) -> list[str]:
+    achieved = r.get(p + "achieved_gflop_s")
+    cpu = r.get(p + "cpu_s_per_image")
+    return [label, f"{r[p + 'images_per_s']:,.0f}", f"{1000 * r[p + 'step_time_s']:.1f}",
+            f"{1000 * cpu:.3f}" if cpu else "-", f"{r[p + 'peak_memory_mb']:,.0f}",
+            f"{achieved:.1f}" if achieved else "-", f"{ratio:.2f}x" if ratio is not None else "-"]
+
+
+def _settings(runtime: dict[str, Any] | None) -> str:
+    if not runtime:
+        return "-"
+    keys = ("channels_last", "bf16", "threads", "compile", "checkpoint_segments", "augment")
+    return ", ".join(f"{k}={runtime[k]}" for k in keys if k in runtime)
+
+
+def _contention_line(c: dict[str, Any]) -> str:
+    parts = [f"machine: {c.get('cores')} cores, load {c.get('loadavg_start')} -> {c.get('loadavg_end')}"]
+    if "other_cores" in c:
+        parts.append(f"other processes used {c['other_cores']:.2f} cores on average")
+    if c.get("other_processes"):
+        parts.append("busiest: " + ", ".join(f"{p['name']} {p['cores']:.2f}" for p in c["other_processes"][:4]))
+    return "; ".join(parts)
+
+
+def _render_memory(r: dict[str, Any], fmt) -> None:
+    from .. import output
+
+    if fmt is output.Format.JSON:
+        output.emit(r)
+        return
+    title = (f"resnet bench --memory: {r['spec']} (depth {r['depth']}, batch {r['batch_size']}, {r['device']}, "
+             f"{r['units']} units)")
+    cols = ["", "peak MB", "step MB", "step s", "losses"]
+    rows = []
+    for prefix, how in (("", ""), ("released_", ", freed blocks released")):
+        if f"{prefix}peak_memory_mb" not in r:
+            continue
+        rows += [
+            [f"no checkpointing{how}", f"{r[prefix + 'baseline_peak_memory_mb']:,.0f}",
+             f"{r[prefix + 'baseline_step_memory_mb']:,.0f}", f"{r[prefix + 'baseline_step_time_s']:.2f}",
+             ", ".join(f"{x:.6f}" for x in r["baseline_losses"])],
+            [f"checkpointing K={r['segments']}{how}", f"{r[prefix + 'peak_memory_mb']:,.0f}",
+             f"{r[prefix + 'step_memory_mb']:,.0f}", f"{r[prefix + 'step_time_s']:.2f}",
+             ", ".join(f"{x:.6f}" for x in r["losses"])],
+        ]
+    released = r.get("released_memory_ratio")
+    notes = [f"peak ratio {r['memory_ratio']:.1%}"
+             + (f" ({released:.1%} with freed blocks released)" if released is not None else "")
+             + f"; first-step loss difference {r['first_step_loss_diff']:.2e}, largest over {r['steps']} steps "
+             f"{r['max_loss_diff']:.2e}",
+             f"after {r['steps']} steps: weights differ by at most {r['param_max_diff']:.2e}, "
+             f"BN statistics by {r['bn_stats_max_diff']:.2e}",
+             "peak = process peak RSS on the CPU (max allocated on CUDA); step MB = peak minus memory at start"]
+    if r.get("released_env"):
+        notes.append("freed blocks released: " + " ".join(f"{k}={v}" for k, v in r["released_env"].items())
+                     + " (glibc hands large freed blocks back to the OS, so RSS follows live tensors)")
+    notes.append(_contention_line(r["contention"]))
+    table = output.table(title, cols, rows, caption="\n".join(notes))
+    table.columns[0].no_wrap = True
+    output.stdout().print(table)

@@ -1,0 +1,123 @@
+"""`resnet bench` on tiny nets: output schema, the data-only and memory modes, FLOP counting, and
+the baseline's parameter count. Nothing here asserts a speed: CI machines differ and are shared."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
+
+from resnet_cli import baseline as B
+from resnet_cli import bench
+from resnet_cli import spec as S
+from resnet_cli.cli import app
+from resnet_cli.model import build_model, count_params
+
+TINY = ["--depth", "8", "--set", "model.widths=[4,4,8]", "--batch-size", "8", "--steps", "2", "--warmup", "1",
+        "--rounds", "1"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def json_lines(text):
+    return [json.loads(ln) for ln in text.splitlines() if ln.strip()]  # every stdout line must parse
+
+
+def test_bench_json_schema_ours_against_baseline(in_tmp):
+    r = invoke("bench", *TINY, "--vary", "train.channels_last=on,off", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = json_lines(r.stdout)
+    assert [row["variant"] for row in rows] == [{"train.channels_last": "on"}, {"train.channels_last": "off"}]
+    for row in rows:
+        for key in ("images_per_s", "baseline_images_per_s", "ratio", "peak_memory_mb", "baseline_peak_memory_mb",
+                    "step_time_s", "cpu_s_per_image", "flops_per_image", "achieved_gflop_s", "projected_schedule_h",
+                    "per_round_ratio", "contention"):
+            assert row[key] is not None, key
+        assert row["mode"] == "train" and row["images_per_s"] > 0 and row["peak_memory_mb"] > 0
+        assert row["ratio"] == pytest.approx(row["images_per_s"] / row["baseline_images_per_s"])  # one round
+        # Same architecture on both sides: the same convolutions, so the same FLOPs.
+        assert row["flops_per_image"] == pytest.approx(row["baseline_flops_per_image"])
+    assert rows[0]["runtime"]["channels_last"] is True and rows[1]["runtime"]["channels_last"] is False
+    assert rows[0]["baseline_runtime"]["dataloader_workers"] == 2
+
+
+def test_data_only_mode_times_both_augmentation_paths(in_tmp):
+    r = invoke("bench", *TINY, "--data-only", "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = json_lines(r.stdout)
+    assert row["mode"] == "data" and row["images_per_s"] > 0 and row["baseline_images_per_s"] > 0
+    assert row["runtime"]["augment"] == "crop_flip"
+
+
+def test_memory_mode_compares_checkpointing_in_separate_processes(in_tmp):
+    r = invoke("bench", "--depth", "20", "--preact", "--set", "model.widths=[4,4,8]", "--batch-size", "8",
+               "--memory", "--segments", "3", "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = json_lines(r.stdout)
+    assert row["mode"] == "memory" and row["segments"] == 3 and row["units"] == 9
+    assert row["peak_memory_mb"] > 0 and row["baseline_peak_memory_mb"] > 0
+    assert row["memory_ratio"] == pytest.approx(row["peak_memory_mb"] / row["baseline_peak_memory_mb"])
+    assert len(row["losses"]) == 2
+    # Same init, same batches: checkpointing changes nothing but rounding, BN statistics included.
+    assert row["first_step_loss_diff"] <= 1e-5 and row["max_loss_diff"] <= 1e-5
+    assert row["param_max_diff"] <= 1e-5 and row["bn_stats_max_diff"] <= 1e-5
+    # On the CPU the pair is measured again with freed blocks handed back to the OS.
+    assert row["released_peak_memory_mb"] > 0 and row["released_memory_ratio"] > 0
+
+
+def test_bad_input_is_one_line_and_exit_2(in_tmp):
+    r = invoke("bench", "--data-only", "--memory")
+    assert r.exit_code == 2 and "one" in r.stderr
+    r = invoke("bench", "--set", "model.family=imagenet", "--depth", "18")
+    assert r.exit_code == 2 and "CIFAR" in r.stderr
+    r = invoke("bench", "--vary", "train.channels_last")
+    assert r.exit_code == 2 and "--vary" in r.stderr
+
+
+def test_flops_of_a_single_conv():
+    conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+    forward = 2 * 8 * 3 * 9 * 32 * 32  # multiply-adds x 2 per output pixel
+    # backward: the weight gradient costs as much as the forward; the input needs no gradient.
+    assert bench.flops_per_image(conv, (3, 32, 32)) == 2 * forward
+    x_grad = nn.Sequential(nn.Conv2d(3, 3, 1, bias=False), conv)  # now the conv's input needs a gradient
+    assert bench.flops_per_image(x_grad, (3, 32, 32)) == 3 * forward + 2 * (2 * 3 * 3 * 32 * 32)
+
+
+def test_flops_ignore_checkpointing_recomputation():
+    sp = S.build(None, sets=["model.depth=20", "model.unit=full_preact", "model.widths=[4,4,8]"])
+    model = build_model(sp.model, 3, 10)
+    plain = bench.flops_per_image(model, (3, 32, 32))
+    model.checkpoint_segments = 3
+    assert bench.flops_per_image(model, (3, 32, 32)) == plain and model.checkpoint_segments == 3
+
+
+@pytest.mark.parametrize("sets", [
+    ["model.depth=20"], ["model.depth=56"], ["model.depth=8", "model.widths=[4,8,16]"],
+    ["model.depth=164", "model.unit=full_preact", "model.downsample=B", "model.widths=[4,4,8]"],
+])
+def test_baseline_has_our_parameter_count(sets):
+    sp = S.build(None, sets=sets)
+    m = sp.model
+    ours = count_params(build_model(m, 3, 10))
+    assert count_params(B.resnet_cifar(m.depth, m.block, tuple(m.widths), 10)) == ours
+
+
+def test_baseline_dataset_serves_pil_augmented_tensors():
+    images, labels = B.cifar_like(6, 10, seed=1)
+    assert images.shape == (6, 32, 32, 3) and images.dtype.name == "uint8"
+    x, y = next(iter(B.loader(images, labels, batch_size=6, workers=0)))
+    assert x.shape == (6, 3, 32, 32) and x.dtype == torch.float32 and y.shape == (6,)
+
+
+def test_variants_are_the_product_of_the_axes():
+    v = bench.variants_from(["train.channels_last=on,off", "run.threads=1,2"])
+    assert v == [{"train.channels_last": "on", "run.threads": 1}, {"train.channels_last": "on", "run.threads": 2},
+                 {"train.channels_last": "off", "run.threads": 1}, {"train.channels_last": "off", "run.threads": 2}]
+    assert bench.variants_from([]) == [{}]
+
+
+def test_default_segments_are_about_sqrt_units():
+    assert bench.default_segments(S.build("preact/resnet1001-cifar10")) == 18  # 333 units

@@ -281,7 +281,7 @@ def compare_checkpointing(spec, *, segments: int | None = None, steps: int = 2, 
                 job = {"side": "ours", "mode": "memory", "device": device, "steps": steps - 1, "warmup": 0,
                        "spec": tree, "state_out": str(Path(tmp) / f"{prefix}{label}.pt")}
                 r = runs[prefix, label] = run_job(job, env)
-                say(f"{label:<13} K={segs:<3} {'freed blocks released' if env else 'allocator defaults':<22} "
+                say(f"{label:<13} K={segs:<3} {'freed blocks released' if env else 'runtime malloc policy':<22} "
                     f"peak {r['peak_memory_mb']:,.0f} MB  step {r['step_time_s']:.2f} s  "
                     f"losses {', '.join(f'{x:.6f}' for x in r['losses'])}")
         contention = watch.stop()

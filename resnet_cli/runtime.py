@@ -56,7 +56,36 @@ def select(run: RunSpec, train: TrainSpec, local_rank: int = 0) -> Runtime:
     channels_last = train.channels_last != "off"
     if run.threads:
         torch.set_num_threads(run.threads)
+    if device.type == "cpu":
+        _tune_malloc(release_freed=train.checkpoint_segments > 0)
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick the fastest kernels
     return Runtime(device=device, bf16=bf16, channels_last=channels_last)
+
+
+def _tune_malloc(release_freed: bool) -> None:
+    """Choose what glibc does with freed large blocks (CPU tensors are large malloc blocks).
+
+    Training: keep them for reuse. By default glibc hands each freed block back to the OS and the
+    next step page-faults it in again (~8,500 faults and ~7% of a ResNet-20 step here, and most of
+    the cost of the batch-augmentation path: README "Performance").
+    Activation checkpointing: its point is a low peak, so hand back every block above 64 KiB. At
+    glibc's defaults the freed activations stay in a fragmented heap and ResNet-1001's peak RSS
+    varied from 39% to 69% of the plain run's; released, it is 28% every time, at ~3.6x the CPU
+    step time (on CUDA, where checkpointing is meant to be used, this does not apply)."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # another libc (musl): leave it alone
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    if release_freed:
+        mallopt(m_mmap_threshold, 64 * 1024)
+    else:
+        mallopt(m_mmap_threshold, 32 * 1024 * 1024)  # the largest glibc accepts on 64-bit
+        mallopt(m_trim_threshold, 1 << 30)

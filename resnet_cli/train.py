@@ -6,7 +6,6 @@ resume depends on what is saved at which point of a step.
 from __future__ import annotations
 
 import math
-import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -22,6 +21,7 @@ from . import schedule
 from .errors import UserError
 from .model import build_model, count_params
 from .rundir import CHECKPOINT, RunDir
+from .signals import StopFlag
 from .spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
 
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)
@@ -35,32 +35,6 @@ class Callback:
     def on_sync(self, t: Trainer, loss: float) -> None: ...  # every SYNC_EVERY steps and at epoch ends
     def on_epoch(self, t: Trainer, record: dict[str, Any]) -> None: ...
     def on_end(self, t: Trainer, summary: dict[str, Any]) -> None: ...
-
-
-class StopFlag:
-    """Set by SIGINT/SIGTERM; the loop finishes its step, saves and stops. A handler that only sets
-    a flag is safe; saving inside the handler is not (PITFALLS). A second SIGINT exits at once."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._old: dict[int, Any] = {}
-
-    def install(self) -> StopFlag:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def restore(self) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        self._old.clear()
-
-    def _handle(self, signum, frame) -> None:
-        if self.signum is not None and signum == signal.SIGINT:
-            import os
-
-            os._exit(128 + signum)  # second Ctrl-C: the user wants out now
-        self.signum = signum
 
 
 @dataclass

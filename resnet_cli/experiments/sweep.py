@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from .. import errors, output
 from ..errors import UserError
+from ..signals import StopFlag
 from .study import Plan, PlannedRun
 
 FINAL = ("completed", "diverged")
@@ -147,28 +148,6 @@ def auto_jobs(todo: int) -> int:
     return max(1, min(slots, todo))
 
 
-class _Signals:
-    """SIGINT/SIGTERM set a flag; the sweep stops launching and lets running runs save and exit."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> _Signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-    def _handle(self, signum, frame) -> None:
-        if self.signum is not None and signum == signal.SIGINT:
-            os._exit(128 + signum)  # a second Ctrl-C: out now
-        self.signum = signum
-
-
 Notify = Callable[[PlannedRun, Outcome | None], None]  # outcome None: the run has started
 
 
@@ -200,7 +179,7 @@ def execute(plan: Plan, jobs: int | None = None, sets: list[str] = (), notify: N
     if jobs > 1:
         # Longest first (LPT): a 1202-layer run started last would leave the other workers idle.
         todo.sort(key=lambda run: -_cost(run))
-    with _Signals() as sig:
+    with StopFlag() as sig:
         if jobs == 1:
             _in_process(plan, todo, outcomes, notify, sig)
         else:
@@ -216,7 +195,7 @@ def _cost(run: PlannedRun) -> float:
 
 
 def _in_process(plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify,
-                sig: _Signals) -> None:
+                sig: StopFlag) -> None:
     for run in todo:
         if sig.signum is not None:
             break
@@ -244,7 +223,7 @@ class _Child:
     started: float
 
 
-def _children(plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify, sig: _Signals,
+def _children(plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify, sig: StopFlag,
               jobs: int, sets: list[str]) -> None:
     gpus = gpu_count()
     threads = max(1, cpu_cores() // jobs)

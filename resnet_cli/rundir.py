@@ -153,6 +153,3 @@ class RunDir:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, self.file(name))
 
-
-def is_run_dir(path: Path) -> bool:
-    return (Path(path) / SPEC).is_file()

@@ -6,8 +6,6 @@ lr(iteration) from the spec alone makes the whole trace testable and resume exac
 
 from __future__ import annotations
 
-import math
-
 from .spec import OptimSpec
 
 
@@ -29,6 +27,3 @@ def lr_at(iteration: int, optim: OptimSpec, iters_per_epoch: int) -> float:
     passed = sum(1 for m in milestone_iters(optim, iters_per_epoch) if iteration >= m)
     return optim.lr * optim.gamma ** passed
 
-
-def epochs_for(optim: OptimSpec, iters_per_epoch: int) -> int:
-    return math.ceil(total_iters(optim, iters_per_epoch) / iters_per_epoch)

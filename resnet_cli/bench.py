@@ -577,33 +577,25 @@ def _train_baseline(job: dict) -> dict:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     model.train()
-    marks, cpu, running_loss = [], [], 0.0
-    t_start = time.perf_counter()
-    for i, (inputs, targets) in enumerate(loader):
-        inputs, targets = inputs.to(device), targets.to(device)
-        outputs = model(inputs)
-        loss = criterion(outputs, targets)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        running_loss += loss.item()
-        if i in (0, warmup - 1, warmup + steps - 1):
-            _sync(device)
-            marks.append(time.perf_counter())
-            cpu.append(_tree_cpu_seconds())
-        if i == warmup + steps - 1:
-            break
-    del loader
-    t0, t1 = marks[-2], marks[-1]
-    rss, peak_rss = _memory_now()
+
+    def textbook_steps():  # the loop most public CIFAR code has, one yield per step
+        running_loss = 0.0
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            outputs = model(inputs)
+            loss = criterion(outputs, targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()
+            yield running_loss
+
+    timed = _time_batches(textbook_steps(), warmup, steps, bs, device, start_rss, {})
     cuda = device.type == "cuda"
-    return {"side": "baseline", "device": str(device),
+    return {**timed, "side": "baseline",
             "runtime": {"device": str(device), "layout": "NCHW", "precision": "fp32", "eager": True,
                         "dataloader_workers": job["workers"], "threads": torch.get_num_threads()},
-            "images_per_s": steps * bs / (t1 - t0), "step_time_s": (t1 - t0) / steps,
-            "cpu_s_per_image": (cpu[-1] - cpu[-2]) / (steps * bs),
-            "first_step_s": marks[0] - t_start, "start_rss_mb": start_rss, "peak_rss_mb": peak_rss,
-            "peak_memory_mb": torch.cuda.max_memory_allocated(device) / MB if cuda else peak_rss,
+            "peak_memory_mb": torch.cuda.max_memory_allocated(device) / MB if cuda else timed["peak_rss_mb"],
             "flops_per_image": flops_per_image(model, (3, 32, 32), device)}
 
 

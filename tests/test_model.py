@@ -61,31 +61,7 @@ def test_more_axes(gate, zero_init, stride_in):
     assert model(torch.randn(2, 3, 8, 8)).shape == (2, 10)
 
 
-# -- golden parameter counts (He 2016a Table 6, He 2016b; torchvision for ImageNet) ----------------
-
-PAPER_CIFAR = {20: 0.27e6, 32: 0.46e6, 44: 0.66e6, 56: 0.85e6, 110: 1.7e6, 1202: 19.4e6}
-
-
-@pytest.mark.parametrize("depth", PAPER_CIFAR)
-def test_cifar_option_a_params_match_paper(depth):
-    n = count_params(build({"model": {"depth": depth, "downsample": "A"}}))
-    assert abs(n - PAPER_CIFAR[depth]) / PAPER_CIFAR[depth] < 0.02
-
-
-@pytest.mark.parametrize("depth,paper", [(164, 1.7e6), (1001, 10.2e6)])
-def test_preact_bottleneck_params_match_paper(depth, paper):
-    n = count_params(build({"model": {"depth": depth, "unit": "full_preact", "downsample": "B"}}))
-    assert abs(n - paper) / paper < 0.02
-
-
-TV = {18: torchvision.models.resnet18, 34: torchvision.models.resnet34, 50: torchvision.models.resnet50,
-      101: torchvision.models.resnet101, 152: torchvision.models.resnet152}
-
-
-@pytest.mark.parametrize("depth", TV)
-def test_imagenet_params_equal_torchvision(depth):
-    ours = count_params(build({"model": {"family": "imagenet", "depth": depth}}, classes=1000))
-    assert ours == count_params(TV[depth]())
+# Exact parameter counts against hand counts and torchvision: test_paper_nets.py.
 
 
 def test_plain_and_residual_twins_have_equal_params():

@@ -9,11 +9,12 @@ with the module's own weights but without its forward code.
 
 import pytest
 import torch
-import torch.nn.functional as F
 import torchvision
 
 from resnet_cli import spec as S
 from resnet_cli.model import build_model, count_params
+
+from oracles import gate_of, identity_a, option_a, projection_of
 
 # -- closed-form parameter counts -----------------------------------------------------------------
 
@@ -167,21 +168,6 @@ def test_imagenet_params_equal_torchvision_and_hand_count(depth):
 # -- option A and the shortcuts of He 2016b Table 1, from their formulas ---------------------------
 
 
-def option_a(x, out_channels, stride):
-    """fb.resnet.torch shortcutType 'A': subsample by a strided 1x1 pooling, then concatenate zeros
-    for the new channels *after* the input's own (nn.Concat of the identity and MulConstant(0))."""
-    sub = x[:, :, ::stride, ::stride]
-    zeros = torch.zeros(sub.shape[0], out_channels - sub.shape[1], *sub.shape[2:], dtype=x.dtype)
-    return torch.cat([sub, zeros], dim=1)
-
-
-def bn_eval(x, m):
-    """BatchNorm in eval mode, from its definition (Ioffe & Szegedy 2015)."""
-    shape = (1, -1, 1, 1)
-    return (x - m.running_mean.view(shape)) / torch.sqrt(m.running_var.view(shape) + m.eps) * \
-        m.weight.view(shape) + m.bias.view(shape)
-
-
 def randomise_bn_statistics(model):
     with torch.no_grad():
         for m in model.modules():
@@ -223,34 +209,6 @@ def test_option_a_pads_zeros_after_the_input_channels():
     assert sum(p.numel() for u, _ in changing for p in u.skip.parameters()) == 0
 
 
-def gate_of(u):
-    """g(x) = sigmoid(W_g x + b_g) with the gate's own weights: a 1x1 conv (He 2016b) or, for the
-    channel design, a linear map of the globally pooled input."""
-    layers = [m for m in u.combine.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
-    assert len(layers) == 1
-    layer = layers[0]
-    if isinstance(layer, torch.nn.Conv2d):
-        return lambda x: torch.sigmoid(F.conv2d(x, layer.weight, layer.bias, stride=u.stride))
-    return lambda x: torch.sigmoid(F.linear(x.mean(dim=(2, 3)), layer.weight, layer.bias))[:, :, None, None]
-
-
-def projection_of(u):
-    """W_s x, a 1x1 conv of the unit's stride, followed by BN where the unit has one on it."""
-    convs = [m for m in u.skip.modules() if isinstance(m, torch.nn.Conv2d)]
-    bns = [m for m in u.skip.modules() if isinstance(m, torch.nn.BatchNorm2d)]
-    assert len(convs) == 1 and convs[0].kernel_size == (1, 1) and len(bns) <= 1
-
-    def project(x):
-        y = F.conv2d(x, convs[0].weight, stride=u.stride)
-        return bn_eval(y, bns[0]) if bns else y
-    return project
-
-
-def identity_a(u):
-    return (lambda x: x) if u.stride == 1 and u.in_channels == u.out_channels else \
-        (lambda x: option_a(x, u.out_channels, u.stride))
-
-
 # y = s_h h(x) + s_F F(x) for each row of He 2016b Table 1 (and Srivastava et al. 2015's highway).
 FORMULAS = {
     "identity": lambda u, x, fx: identity_a(u)(x) + fx,
@@ -275,3 +233,30 @@ def test_each_shortcut_computes_its_formula(kind, unit, gate):
             xs = u.shared_pre(xin)  # the pre-activation both paths read (checked in the wiring test)
             fx = u.branch(xs)
             torch.testing.assert_close(u(xin), u.post(FORMULAS[kind](u, xs, fx)), rtol=1e-5, atol=1e-6)
+
+
+ISSUE_11_DROPOUT = pytest.mark.xfail(strict=True, reason="issue 11 item 5: model.shortcut.dropout_rescale "
+                                                         "(the paper's Bernoulli mask) is not merged yet")
+
+
+@ISSUE_11_DROPOUT
+@pytest.mark.parametrize("rescale", [False, True])
+def test_dropout_shortcut_reads_as_the_paper_or_inverted(rescale):
+    """He 2016b sec. 3.1: dropout on the shortcut "imposes a scale of lambda with an expectation of
+    0.5": a Bernoulli mask without 1/(1-p) in training and x (1-p) at test time, as the original
+    dropout (Srivastava et al. 2014). `dropout_rescale: true` is inverted dropout (expectation x)."""
+    p = 0.5
+    torch.manual_seed(0)
+    model = built({"model": {"depth": 8, "widths": [4, 4, 8], "unit": "full_preact",
+                             "shortcut": {"kind": "dropout", "dropout": p, "dropout_rescale": rescale}}})
+    u = model.units[1]  # identity shortcut, no post-activation: y = mask * x + F(x)
+    x = torch.randn(64, 4, 8, 8) + 3.0  # away from 0, so a kept entry is never mistaken for a dropped one
+    with torch.no_grad():
+        u.train()
+        kept = u(x) - u.branch(x)
+        scale = 1 / (1 - p) if rescale else 1.0
+        is_kept = torch.isclose(kept, scale * x, atol=1e-5)
+        assert (is_kept | (kept.abs() < 1e-5)).all()  # every entry: dropped, or x (x / (1-p) if rescaled)
+        assert abs(is_kept.float().mean().item() - (1 - p)) < 0.02  # 16,384 draws
+        u.eval()
+        torch.testing.assert_close(u(x) - u.branch(x), x if rescale else (1 - p) * x)

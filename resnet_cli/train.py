@@ -17,7 +17,7 @@ from . import checkpoint as ckpt
 from . import data as data_mod
 from . import distributed
 from . import runtime as runtime_mod
-from . import schedule
+from . import schedule, testhook
 from .errors import UserError
 from .model import build_model, count_params
 from .rundir import CHECKPOINT, RunDir
@@ -182,6 +182,7 @@ class Trainer:
             seen += len(y)
             p.iteration += 1
             p.step += 1
+            testhook.pause(p.iteration, self.stop)  # signal tests: a known step, no sleeps
             p.train_images += len(y) * self.dist.world  # images/s of the whole job
             last = p.iteration >= self.total or p.step == self.iters_per_epoch
             checkpoint_now = bool(every) and p.iteration % every == 0 and not last

@@ -1,6 +1,7 @@
 """Never lose a run: kills, signals, divergence, locks and hostile input (issue: reliability)."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -28,17 +29,33 @@ def resnet(*args, **kw):
                           env=ENV, timeout=300, **kw)
 
 
-def start(*args, cwd):
-    return subprocess.Popen([sys.executable, "-m", "resnet_cli", *map(str, args)], cwd=cwd, env=ENV,
+PAUSE_AT = 25  # after the checkpoint of iteration 20, mid-epoch
+
+
+def start_paused(*args, cwd: Path):
+    """`resnet train ...` in a child that stops after step PAUSE_AT and waits (resnet_cli/testhook.py):
+    the test's signals land at that step every time, with no sleeps and no race."""
+    marker = cwd / "paused"
+    env = {**ENV, "RESNET_TEST_PAUSE": f"{PAUSE_AT}:{marker}"}
+    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *map(str, args)], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for_checkpoint(path: Path, proc, timeout=120):
-    t0 = time.time()
-    while not path.exists():
+    deadline = time.monotonic() + 120
+    while not marker.exists():
         assert proc.poll() is None, proc.communicate()
-        assert time.time() - t0 < timeout
+        assert time.monotonic() < deadline, "the child never reached the pause"
         time.sleep(0.005)
+    return proc, marker
+
+
+def wait_handled(marker: Path, proc):
+    """Until the child's handler has run: a second signal of the same kind sent earlier would merge
+    with the first (the kernel does not queue them)."""
+    done = marker.with_name(marker.name + ".signalled")
+    deadline = time.monotonic() + 60
+    while not done.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    return int(done.read_text())
 
 
 def weights(run: Path):
@@ -48,14 +65,12 @@ def weights(run: Path):
 def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
     ref = resnet("train", *RUN, "--out", tmp_path / "ref", "--json")
     assert ref.returncode == 0, ref.stderr
-    proc = start("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
-    wait_for_checkpoint(tmp_path / "run" / "checkpoint.pt", proc)
+    proc, _ = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     run = tmp_path / "run"
     assert not (run / "summary.json").exists()
-    killed_at = torch.load(run / "checkpoint.pt", weights_only=True)["progress"]
-    assert killed_at["iteration"] < 180
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == 20
     res = resnet("train", "--resume", run, "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     a, b = json.loads(ref.stdout.splitlines()[-1]), json.loads(res.stdout.splitlines()[-1])
@@ -68,44 +83,81 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_sigterm_sigint_save_and_exit_then_resume(tmp_path, sig, code):
-    proc = start("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
-    wait_for_checkpoint(tmp_path / "run" / "checkpoint.pt", proc)
+    proc, marker = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(sig)
+    assert wait_handled(marker, proc) == sig
+    marker.unlink()  # go on: the loop finds the flag at this step
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     assert "Traceback" not in err and "resume with" in err
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["status"] == "interrupted"
+    assert summary["status"] == "interrupted" and summary["iterations"] == PAUSE_AT
     assert json.loads(out.splitlines()[-1])["status"] == "interrupted"
+    # saved at the step the signal came, not at the last periodic checkpoint (20)
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == PAUSE_AT
     res = resnet("train", "--resume", "run", "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
+
+
+def test_second_ctrl_c_exits_at_once(tmp_path):
+    """README: a second Ctrl-C exits at once. Both arrive while the child is held at its step, so it
+    never gets to save: no summary, and the checkpoint is still the periodic one of iteration 20."""
+    proc, marker = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    proc.send_signal(signal.SIGINT)
+    wait_handled(marker, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert marker.exists()  # it left while still held: nothing after the pause ran
+    assert not (tmp_path / "run" / "summary.json").exists()
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == 20
 
 
 KILL_WRITER = r"""
 import sys, torch
 from resnet_cli import checkpoint as ckpt
 path = sys.argv[1]
-big = {"w": torch.randn(4_000_000)}
+torch.manual_seed(0)
+base = torch.randn(4_000_000)
 i = 0
 while True:
-    ckpt.save({"i": i, **big}, path)
+    ckpt.save({"i": i, "w": base + i}, path)
     print(i, flush=True)
     i += 1
 """
 
 
 def test_kill_during_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path):
+    """SIGKILL while a temporary checkpoint file is being written (its presence proves the write was
+    under way); the checkpoint path still holds the previous complete save, with the seeded values.
+    The orphans are then removed by `resnet train --resume` at start-up."""
+    torch.manual_seed(0)
+    base = torch.randn(4_000_000)
     path = tmp_path / "checkpoint.pt"
-    for trial in range(5):
+    kept = tmp_path / "orphans"
+    kept.mkdir()
+    for trial in range(3):
         proc = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(path)], stdout=subprocess.PIPE, env=ENV)
         proc.stdout.readline()  # one complete save
-        time.sleep(0.013 * (trial + 1))  # land at different points of later writes
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(ckpt.TMP_PREFIX + "*")):  # the next write has begun
+            assert time.monotonic() < deadline and proc.poll() is None
         proc.kill()
         proc.wait()
-        assert "w" in ckpt.load(path)
-        assert ckpt.clean_orphans(tmp_path) or True
-        assert not list(tmp_path.glob(ckpt.TMP_PREFIX + "*"))
+        left = list(tmp_path.glob(ckpt.TMP_PREFIX + "*"))
+        assert left, "the kill did not land during a write"
+        state = ckpt.load(path)
+        assert torch.equal(state["w"], base + state["i"])
+        for orphan in left:
+            orphan.rename(kept / f"{orphan.name}-{trial}")
+    run = tiny_run(tmp_path / "run")
+    for orphan in kept.iterdir():
+        orphan.rename(run / orphan.name)
+    assert len(list(run.glob(ckpt.TMP_PREFIX + "*"))) == 3
+    r = invoke("train", "--resume", run)
+    assert r.exit_code == 0, r.stderr
+    assert not list(run.glob(ckpt.TMP_PREFIX + "*"))
 
 
 def invoke(*args):
@@ -140,11 +192,18 @@ def test_nan_loss_gives_diverged_exit_3_and_keeps_last_good_checkpoint(in_tmp, m
 
 
 def test_exploding_loss_is_diverged_too(in_tmp):
-    # "Far above its start" is train.diverge_factor x the first loss; a tight factor and a wild lr trip it.
+    """The factor check, not the NaN check: a finite loss above train.diverge_factor x the step-1
+    loss. A checkpoint every step syncs the loss every step, so the first such loss is caught."""
     r = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "2", "--out", "run",
-               "--lr", "50", "--set", "train.diverge_factor=1.5")
-    assert r.exit_code == 3
-    assert json.loads((in_tmp / "run" / "summary.json").read_text())["status"] == "diverged"
+               "--lr", "20", "--set", "train.diverge_factor=1.5", "--set", "train.checkpoint_every=1",
+               "--set", "optim.warmup_iters=0")
+    assert r.exit_code == 3, r.stderr
+    summary = json.loads((in_tmp / "run" / "summary.json").read_text())
+    assert summary["status"] == "diverged"
+    loss = summary["diverged_at"]["loss"]
+    first = ckpt.load(in_tmp / "run" / "checkpoint.pt")["progress"]["first_loss"]
+    assert isinstance(loss, float) and math.isfinite(loss) and loss > 1.5 * first, (loss, first)
+    assert 1.5 < first < 3.5  # about ln 10 at the start, and not itself the exploded value
 
 
 def test_resume_refuses_a_changed_spec_unless_forced(in_tmp):
@@ -168,15 +227,39 @@ def test_resume_auto_starts_fresh_when_there_is_nothing_to_resume(in_tmp):
     assert r.exit_code == 0 and (in_tmp / "new" / "summary.json").exists()
 
 
-def test_second_process_on_a_run_dir_is_refused(in_tmp):
+HOLDER = r"""
+import sys
+from resnet_cli.rundir import RunDir
+RunDir(sys.argv[1]).lock()
+print("locked", flush=True)
+sys.stdin.read()  # hold it until killed
+"""
+
+
+def test_second_process_on_a_run_dir_is_refused_until_the_holder_dies(in_tmp):
+    """The lock is held by another process; SIGKILL of that process releases it (flock)."""
     tiny_run(in_tmp / "run")
-    holder = RunDir(in_tmp / "run")
-    holder.lock()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(in_tmp / "run")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=ENV)
     try:
+        assert holder.stdout.readline().strip() == "locked"
         r = invoke("train", "--resume", "run")
-        assert r.exit_code == 4 and "in use" in r.stderr
+        assert r.exit_code == 4 and "in use" in r.stderr, r.stderr
     finally:
-        holder.unlock()
+        holder.kill()
+        holder.wait()
+    r = invoke("train", "--resume", "run")
+    assert r.exit_code == 0, r.stderr
+
+
+def test_a_paused_trainer_holds_its_run_dir(tmp_path):
+    proc, marker = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    try:
+        r = resnet("train", "--resume", "run", "--json", cwd=tmp_path)
+        assert r.returncode == 4 and "in use" in r.stderr, r.stderr
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "foreign", "pickle"])

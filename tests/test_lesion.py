@@ -49,16 +49,14 @@ def cifar_model(kind, unit="original", downsample="A"):
     return s, model.eval()
 
 
-DROPOUT_PAPER = pytest.mark.xfail(strict=True, reason="issue 11 item 5: the paper's dropout shortcut "
-                                                      "(x (1-p) at test time) is not merged yet")
 CASES = [("identity", "original", "A"), ("identity", "full_preact", "B"), ("identity", "bn_after_add", "C"),
          ("scale", "original", "A"), ("exclusive_gate", "original", "B"), ("highway", "full_preact", "C"),
          ("shortcut_gate", "relu_preact", "A"), ("conv1x1", "original", "A"),
-         pytest.param("dropout", "full_preact", "A", marks=DROPOUT_PAPER)]
+         ("dropout", "full_preact", "A")]
 
 
 @pytest.mark.parametrize("kind,unit,downsample", CASES,
-                         ids=["-".join(getattr(c, "values", c)) for c in CASES])
+                         ids=["-".join(c) for c in CASES])
 def test_deleted_unit_is_its_shortcut_path(kind, unit, downsample):
     """Veit et al. 2016: deleting a unit leaves its shortcut, y = h(x) (scaled or gated as in
     He 2016b Table 1), computed here from each kind's formula with the unit's weights."""

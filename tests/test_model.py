@@ -43,8 +43,8 @@ def test_every_cifar_combination_learns(block, unit, shortcut, downsample):
     before.backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
     norm = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
-    # A step of length 0.01 in parameter space: tiny nets are sharp, a fixed lr overshoots some.
-    torch.optim.SGD(model.parameters(), lr=0.01 / float(norm)).step()
+    # A step of length 1e-3 in parameter space: tiny nets are sharp, a fixed lr overshoots some.
+    torch.optim.SGD(model.parameters(), lr=1e-3 / float(norm)).step()
     with torch.no_grad():
         after = loss()
     assert torch.isfinite(before) and after < before
@@ -78,7 +78,7 @@ def test_plain_and_residual_twins_have_equal_params():
 def test_original_basic_unit_equals_torchvision_basicblock(stride, cin, cout):
     torch.manual_seed(0)
     ours = make_unit("basic", cin, cout, stride, "original",
-                     shortcut=S.ShortcutSpec().model_dump(), downsample="B", share_pre=False, bottleneck_stride="1x1")
+                     shortcut=S.ShortcutSpec().model_dump(), downsample="B", pre_at="branch", bottleneck_stride="1x1")
     downsample = None
     if stride != 1 or cin != cout:
         downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
@@ -104,7 +104,7 @@ def test_preact_identity_unit_jacobian_is_identity_plus_branch():
     """He 2016b eq. 5: with h = identity and f = identity, dy/dx = I + dF/dx."""
     torch.manual_seed(0)
     unit = make_unit("basic", 2, 2, 1, "full_preact", shortcut=S.ShortcutSpec().model_dump(),
-                     downsample="A", share_pre=False, bottleneck_stride="1x1").double().eval()
+                     downsample="A", pre_at="branch", bottleneck_stride="1x1").double().eval()
     with torch.no_grad():  # non-trivial BN statistics
         for m in unit.modules():
             if isinstance(m, nn.BatchNorm2d):
@@ -210,7 +210,7 @@ def test_bottleneck_stride_position(stride_in):
     torch.manual_seed(0)
     cin, width, stride = 8, 4, 2
     ours = make_unit("bottleneck", cin, width, stride, "original", shortcut=S.ShortcutSpec().model_dump(),
-                     downsample="B", share_pre=False, bottleneck_stride=stride_in)
+                     downsample="B", pre_at="branch", bottleneck_stride=stride_in)
     params = [p for n, p in ours.named_parameters() if n.startswith("branch")] + \
              [p for n, p in ours.named_parameters() if n.startswith("skip")]
     assert [tuple(p.shape) for p in params[::3]] == [(4, 8, 1, 1), (4, 4, 3, 3), (16, 4, 1, 1), (16, 8, 1, 1)]

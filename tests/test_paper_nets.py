@@ -142,8 +142,6 @@ def cifar_preact_basic_option_a(depth, classes=10):
     return total + bn(64) + fc(64, classes)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11 item 2: configs/preact/resnet110-* still set downsample B; "
-                                       "He 2016b's basic 110-layer net is He 2016a's, with option A")
 def test_bundled_preact_110_is_option_a():
     """The BN moved in front of each conv cancels against the stem BN and the final BN: the same
     1,727,962 parameters as He 2016a's ResNet-110 (He 2016b appendix, authors' code)."""
@@ -235,11 +233,6 @@ def test_each_shortcut_computes_its_formula(kind, unit, gate):
             torch.testing.assert_close(u(xin), u.post(FORMULAS[kind](u, xs, fx)), rtol=1e-5, atol=1e-6)
 
 
-ISSUE_11_DROPOUT = pytest.mark.xfail(strict=True, reason="issue 11 item 5: model.shortcut.dropout_rescale "
-                                                         "(the paper's Bernoulli mask) is not merged yet")
-
-
-@ISSUE_11_DROPOUT
 @pytest.mark.parametrize("rescale", [False, True])
 def test_dropout_shortcut_reads_as_the_paper_or_inverted(rescale):
     """He 2016b sec. 3.1: dropout on the shortcut "imposes a scale of lambda with an expectation of

@@ -93,3 +93,15 @@ def load_file(path: str | Path) -> Any:
 def parse_scalar(text: str) -> Any:
     """Parse the value of `--set key=value` with the same rules as a spec file."""
     return loads(text, source="--set") if text.strip() else ""
+
+
+class StrictDumper(yaml.SafeDumper):
+    """SafeDumper that also quotes strings StrictLoader would read as floats (`'1e5'`), so what we
+    write reads back unchanged here and in any YAML 1.1 reader."""
+
+
+StrictDumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def dumps(obj: Any, **kwargs: Any) -> str:
+    return yaml.dump(obj, Dumper=StrictDumper, **kwargs)

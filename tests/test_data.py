@@ -282,7 +282,9 @@ def test_augment_keeps_shape_dtype_and_is_deterministic(mode):
     out = D.augment_batch(x, mode, 4, gen(1))
     assert out.shape == x.shape and out.dtype == x.dtype and out.device == x.device
     assert torch.equal(out, D.augment_batch(x, mode, 4, gen(1)))
-    if mode != "none":
+    if mode == "none":
+        assert torch.equal(out, x)  # the identity
+    else:
         assert not torch.equal(out, D.augment_batch(x, mode, 4, gen(2)))
 
 

@@ -63,7 +63,8 @@ def test_cli_json_schema_files_and_reuse(in_tmp):
 def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     res = CliRunner().invoke(app, ["degrade", *args, "--json"])
     assert res.exit_code == 2
-    assert needle in res.stderr and "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resnet: error:") and needle in lines[0], res.stderr
     assert not (in_tmp / "runs").exists()  # refused before anything was written
 
 

@@ -52,12 +52,16 @@ def test_power_iteration_on_a_known_spectrum():
     assert G.spectral_norm(lambda v: 0 * v, torch.ones(6, dtype=torch.float64)) == 0.0
 
 
-def test_the_seed_toy_gains_land_in_the_stated_ranges():
-    """SCIENCE.md sec. 6: 30 blocks; plain below 1e-10, residual within 10x of 1.7 (std 0.1), 81 (std 0.3)."""
+def test_the_seed_toy_gains_land_in_the_seeds_spread():
+    """The seed article's toy: 30 conv-ReLU-conv blocks on one digit image; it prints largest gains
+    of 2.4e-39 plain vs 1.7 residual at kernel std 0.1, and 1.0e-15 vs 81 at std 0.3 (one draw).
+    Over kernel draws 0..5 our residual gains span 1.43-1.80 and 42-95, both holding the seed's
+    figure; plain stays below 1e-37 and 1e-9. A window that narrow fails if the shortcut is
+    scaled or dropped, which a 100x window around 1.7 would not see."""
     gains = {(r["net"], r["kernel_std"]): r["gain"] for r in G.toy_gains(blocks=[30], stds=[0.1, 0.3])}
-    assert gains[("plain", 0.1)] < 1e-10 and gains[("plain", 0.3)] < 1e-10
-    assert 0.17 <= gains[("residual", 0.1)] <= 17
-    assert 8.1 <= gains[("residual", 0.3)] <= 810
+    assert gains[("plain", 0.1)] < 1e-37 and gains[("plain", 0.3)] < 1e-9
+    assert 1.4 <= gains[("residual", 0.1)] <= 1.9
+    assert 40 <= gains[("residual", 0.3)] <= 100
 
 
 def test_jacobian_cli_json():
@@ -84,8 +88,10 @@ def test_identity_units_pass_the_gradient_unchanged_and_scaled_ones_by_lambda():
         r = G.measure_spec("x", S.resolve(S.validate(tree)), steps=1)
         L = r.units
         for l in range(1, L + 1):
-            assert r.inputs[l] / r.inputs[L] == pytest.approx(lam ** (L - l), rel=1e-4)
-            assert r.direct[l] == lam ** (L - l)
+            assert r.inputs[l] / r.inputs[L] == pytest.approx(lam ** (L - l), rel=1e-4)  # measured
+        # Consistency only (the reported direct term is this product by construction): it agrees
+        # with the measured ratio above.
+        assert r.direct[1:] == [lam ** (L - l) for l in range(1, L + 1)]
 
 
 def test_cli_json_one_object_per_spec_and_layer(in_tmp):
@@ -142,7 +148,8 @@ def test_variant_names():
 def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     res = CliRunner().invoke(app, ["gradnorm", *args, "--json"])
     assert res.exit_code == 2, res.output
-    assert needle in res.stderr and "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resnet: error:") and needle in lines[0], res.stderr
 
 
 def test_callback_logs_into_the_run_metrics(tmp_path):

@@ -286,7 +286,7 @@ def test_damaged_checkpoints_give_one_line(in_tmp, damage):
     ("optim:\n  learning_rate: 0.1\n", "optim.learning_rate"),
     ("optim:\n  batch_size: big\n", "optim.batch_size"),
     ("model:\n  depth: 100\n", "nearest"),
-    ("\x00\x01binary", "spec"),
+    ("\x00\x01binary", "malformed YAML"),  # the project's words, not PyYAML's "special characters"
 ])
 def test_hostile_spec_files(in_tmp, text, needle):
     (in_tmp / "s.yaml").write_text(text)

@@ -238,10 +238,12 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
     from .. import output
     from ..errors import UserError
     from ..experiments import gradnorm as gn
-    from ..experiments.trained import pick_device
+    from ..experiments.trained import check_dir, pick_device
 
     if split not in ("train", "val", "test"):
         raise UserError(f"--split {split}: valid splits are train, val, test")
+    for path in run_dirs:  # bad input is one line: refuse before any progress line is printed
+        check_dir(path)
     dev = pick_device(device)
     runs = []
     for path in run_dirs:

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import UserError
+from ..errors import UserError
 
 AUGMENT_MODES = ("none", "flip", "crop", "crop_flip")
 SPLITS = ("train", "val", "test")

@@ -58,7 +58,7 @@ class MeasureFailed(Exception):
 def bench_tree(spec_tree: dict, warmup: int, steps: int) -> dict:
     """The spec a timed run of ours uses: exactly warmup + steps + 1 iterations, no checkpoints,
     one evaluation at the end (after the timed window), never stopped as diverged (random labels)."""
-    from . import spec as spec_mod
+    from .. import spec as spec_mod
 
     tree = copy.deepcopy(spec_tree)
     for key, value in [("optim.iters", warmup + steps + 1), ("optim.epochs", None), ("optim.milestones", None),
@@ -70,7 +70,7 @@ def bench_tree(spec_tree: dict, warmup: int, steps: int) -> dict:
 
 def check_spec(spec) -> None:
     """bench feeds CIFAR-shaped images (3 x 32 x 32): only CIFAR-family nets apply."""
-    from .errors import UserError
+    from ..errors import UserError
 
     if spec.model.family != "cifar":
         raise UserError(f"bench measures CIFAR-family nets on 32x32 images; model.family is {spec.model.family} "
@@ -89,7 +89,7 @@ def device_of(spec) -> str:
 def run_job(job: dict[str, Any], extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one measurement in a fresh interpreter and return its figures."""
     env = {**os.environ, **(extra_env or {})}
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.run([sys.executable, "-m", "resnet_cli.bench"], input=json.dumps(job), env=env,
                           capture_output=True, text=True)
@@ -110,8 +110,8 @@ def run_job(job: dict[str, Any], extra_env: dict[str, str] | None = None) -> dic
 
 def variants_from(items: Iterable[str]) -> list[dict[str, Any]]:
     """`--vary key=v1,v2 --vary other=a,b` -> the product of the settings, in order."""
-    from . import spec as spec_mod
-    from .errors import UserError
+    from .. import spec as spec_mod
+    from ..errors import UserError
 
     axes = []
     for item in items:
@@ -135,7 +135,7 @@ def bench(spec, *, steps: int = 20, warmup: int = 5, rounds: int = 3, data_only:
           progress: Progress | None = None) -> list[dict[str, Any]]:
     """Training throughput (or, with data_only, the augmentation path alone) of ours under each
     variant against the baseline; one result dict per variant. Rounds alternate ours and baseline."""
-    from . import spec as spec_mod
+    from .. import spec as spec_mod
 
     check_spec(spec)
     if steps < 1 or warmup < 1 or rounds < 1:
@@ -227,7 +227,7 @@ def _prefixed(d: dict[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def _schedule_iters(spec) -> int:
-    from . import schedule
+    from .. import schedule
 
     n = CIFAR_TRAIN_IMAGES - spec.data.val_split
     return schedule.total_iters(spec.optim, math.ceil(n / spec.optim.batch_size))
@@ -242,7 +242,7 @@ def _projected_hours(spec, step_time_s: float) -> float:
 def default_segments(spec) -> int:
     """~sqrt(units) segments: stored boundaries and one recomputed segment then cost about the same
     (Chen et al. 2016, sec. 4)."""
-    from .spec import units_per_stage
+    from ..spec import units_per_stage
 
     return max(1, round(math.sqrt(sum(units_per_stage(spec.model)))))
 
@@ -261,7 +261,7 @@ def compare_checkpointing(spec, *, segments: int | None = None, steps: int = 2, 
     tensors' memory rather than what glibc's heap keeps."""
     import torch
 
-    from . import spec as spec_mod
+    from .. import spec as spec_mod
 
     check_spec(spec)
     if steps < 2:
@@ -468,7 +468,7 @@ def _our_data(images, labels, num_classes: int, n_test: int):
     images' per-channel statistics; a small test split for the trainer's final evaluation."""
     import torch
 
-    from . import data as data_mod
+    from .. import data as data_mod
 
     x = torch.from_numpy(images).permute(0, 3, 1, 2).float().div_(255)  # (N, 3, 32, 32)
     var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
@@ -488,8 +488,8 @@ def _images_for(spec, n: int):
 def _train_ours(job: dict) -> dict:
     import torch
 
-    from . import spec as spec_mod
-    from .train import Callback, Trainer
+    from .. import spec as spec_mod
+    from ..train import Callback, Trainer
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
     warmup, steps, bs = job["warmup"], job["steps"], spec.optim.batch_size
@@ -560,7 +560,7 @@ def _train_baseline(job: dict) -> dict:
     from torch import nn
 
     from . import baseline
-    from . import spec as spec_mod
+    from .. import spec as spec_mod
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
     warmup, steps, bs, device = job["warmup"], job["steps"], spec.optim.batch_size, torch.device(job["device"])
@@ -602,9 +602,9 @@ def _train_baseline(job: dict) -> dict:
 def _data_ours(job: dict) -> dict:
     """The augmentation path alone: `data.Batches` (resident on the device, whole-batch crop and
     flip) as the trainer iterates it."""
-    from . import data as data_mod
-    from . import runtime as runtime_mod
-    from . import spec as spec_mod
+    from .. import data as data_mod
+    from .. import runtime as runtime_mod
+    from .. import spec as spec_mod
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
     rt = runtime_mod.select(spec.run, spec.train)
@@ -621,7 +621,7 @@ def _data_baseline(job: dict) -> dict:
     import torch
 
     from . import baseline
-    from . import spec as spec_mod
+    from .. import spec as spec_mod
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
     warmup, steps, bs, device = job["warmup"], job["steps"], spec.optim.batch_size, torch.device(job["device"])
@@ -671,6 +671,3 @@ def _child_main() -> None:
     real_stdout.write(json.dumps(result) + "\n")
     real_stdout.flush()
 
-
-if __name__ == "__main__":
-    _child_main()

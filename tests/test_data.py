@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from resnet_cli import data as D
+from resnet_cli.data import splits, synthetic
 from resnet_cli.errors import UserError
 from resnet_cli.spec import DataSpec, SyntheticSpec
 
@@ -92,7 +93,7 @@ def test_subsets_are_stratified_nested_prefixes():
 
 def test_stratified_order_prefixes_are_balanced():
     labels = np.repeat(np.arange(4), [40, 20, 20, 20])
-    order = D._stratified_order(labels)
+    order = splits._stratified_order(labels)
     assert sorted(order.tolist()) == list(range(100))
     assert np.bincount(labels[order[:10]], minlength=4).tolist() == [4, 2, 2, 2]
 
@@ -112,8 +113,8 @@ def test_synthetic_shapes_determinism_and_normalisation():
     assert torch.allclose(mean, torch.zeros(2), atol=1e-5) and torch.allclose(std, torch.ones(2), atol=1e-4)
     # The test set does not depend on how many training images were asked for.
     # (Compared before normalisation, whose statistics come from the training images.)
-    raw = D._synthetic(spec)
-    more = D._synthetic(DataSpec(dataset="synthetic", synthetic=SMALL_SYNTH.model_copy(update={"train_size": 600})))
+    raw = synthetic.read(spec)
+    more = synthetic.read(DataSpec(dataset="synthetic", synthetic=SMALL_SYNTH.model_copy(update={"train_size": 600})))
     assert torch.equal(more.test.x, raw.test.x) and torch.equal(more.test.y, a.test.y)
 
 

@@ -1,5 +1,5 @@
 """`python -m resnet_cli.bench`: one measurement in this fresh process (the job as JSON on stdin)."""
 
-from . import _child_main
+from .measure import child_main
 
-_child_main()
+child_main()

@@ -163,9 +163,11 @@ class FolderBatches:
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def epoch(self, epoch: int, start: int = 0, order: torch.Tensor | None = None
+              ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """As `Batches.epoch`: `order` is a permutation drawn by the caller (`data.shuffle: global`)."""
         check_start(start, self.iters_per_epoch)
-        order = epoch_order(len(self), self.seed, epoch)
+        order = epoch_order(len(self), self.seed, epoch) if order is None else order.cpu()
         stop = min(len(self), self.iters_per_epoch * self.batch_size)
         if self.shard[1] == 1:
             sampler = _KeySampler(order.tolist(), start * self.batch_size, stop, mix(self.seed, epoch, TAG_SAMPLE))

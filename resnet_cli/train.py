@@ -18,6 +18,7 @@ from . import data as data_mod
 from . import distributed
 from . import runtime as runtime_mod
 from . import schedule
+from .callbacks import Callback, GradNormCallback
 from .errors import UserError
 from .model import build_model, count_params
 from .rundir import CHECKPOINT, RunDir
@@ -25,16 +26,6 @@ from .signals import StopFlag
 from .spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
 
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)
-
-
-class Callback:
-    """Hooks into the loop; each receives the trainer. Override what you need."""
-
-    def on_start(self, t: Trainer) -> None: ...
-    def after_backward(self, t: Trainer) -> None: ...  # gradients are populated, step not yet taken
-    def on_sync(self, t: Trainer, loss: float) -> None: ...  # every SYNC_EVERY steps and at epoch ends
-    def on_epoch(self, t: Trainer, record: dict[str, Any]) -> None: ...
-    def on_end(self, t: Trainer, summary: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -81,8 +72,6 @@ class Trainer:
         self.run_dir = run_dir
         self.callbacks = list(callbacks)
         if spec.train.grad_norm_every:  # per-layer gradient norms into metrics.jsonl (He 2016b sec. 3)
-            from .experiments.gradnorm import GradNormCallback
-
             self.callbacks.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
         self.stop = stop or StopFlag()
         self.dist = distributed.from_env()

@@ -59,6 +59,56 @@ def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(tmp_path
         torch.testing.assert_close(ddp[name], p_ref.detach(), atol=1e-5, rtol=1e-5, msg=name)
 
 
+def test_nproc_2_is_the_same_job_as_torchrun(tmp_path):
+    """README: `resnet train ... --nproc 2` launches torchrun for you: the same two ranks, bitwise."""
+    p = subprocess.run(torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"), capture_output=True,
+                       text=True, env=ENV, timeout=300)
+    assert p.returncode == 0, p.stderr
+    q = subprocess.run([sys.executable, "-m", "resnet_cli", "train", *ARGS, "--nproc", "2", "--out",
+                        str(tmp_path / "nproc"), "--json"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert q.returncode == 0, q.stderr
+    summary = json.loads((tmp_path / "nproc" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["iterations"] == 4
+    assert json.loads((tmp_path / "nproc" / "meta.json").read_text()).get("world_size", 2) == 2
+    a = torch.load(tmp_path / "ddp" / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "nproc" / "checkpoint.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+POISON_RANK_1 = r"""
+import os, sys
+import torch.nn.functional as F
+from resnet_cli.train import Trainer
+from resnet_cli.cli import main
+
+calls = [0]
+
+def poisoned(out, y):  # rank 1 alone turns NaN from its 4th step on
+    calls[0] += 1
+    loss = F.cross_entropy(out, y)
+    return loss * float("nan") if os.environ["RANK"] == "1" and calls[0] > 3 else loss
+
+Trainer.loss_fn = staticmethod(poisoned)
+sys.argv = ["resnet", *sys.argv[1:]]
+main()
+"""
+
+
+def test_a_divergence_on_one_rank_stops_both(tmp_path):
+    script = tmp_path / "poison.py"
+    script.write_text(POISON_RANK_1)
+    args = ["train", "digits/residual8", "--set", "model.widths=[4]", "--iters", "40", "--batch-size", "32",
+            "--set", "train.checkpoint_every=2", "--out", str(tmp_path / "run"), "--json"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), *args]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)  # no hang: both ranks stop
+    assert p.returncode != 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "diverged" and summary["diverged_at"]["iter"] == 4, summary
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert state["progress"]["iteration"] == 2  # the last good checkpoint, before the NaN step
+    assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
+
+
 def _children(pid: int) -> list[int]:
     kids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -137,7 +137,7 @@ def test_kill_during_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path):
     path = tmp_path / "checkpoint.pt"
     kept = tmp_path / "orphans"
     kept.mkdir()
-    for trial in range(3):
+    for trial in range(5):  # README: 5 trials
         proc = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(path)], stdout=subprocess.PIPE, env=ENV)
         proc.stdout.readline()  # one complete save
         deadline = time.monotonic() + 60
@@ -154,7 +154,7 @@ def test_kill_during_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path):
     run = tiny_run(tmp_path / "run")
     for orphan in kept.iterdir():
         orphan.rename(run / orphan.name)
-    assert len(list(run.glob(ckpt.TMP_PREFIX + "*"))) == 3
+    assert len(list(run.glob(ckpt.TMP_PREFIX + "*"))) == 5
     r = invoke("train", "--resume", run)
     assert r.exit_code == 0, r.stderr
     assert not list(run.glob(ckpt.TMP_PREFIX + "*"))

@@ -240,9 +240,9 @@ def test_dropout_shortcut_reads_as_the_paper_or_inverted(rescale):
     dropout (Srivastava et al. 2014). `dropout_rescale: true` is inverted dropout (expectation x)."""
     p = 0.5
     torch.manual_seed(0)
-    model = built({"model": {"depth": 8, "widths": [4, 4, 8], "unit": "full_preact",
+    model = built({"model": {"depth": 14, "widths": [4, 4, 8], "unit": "full_preact",
                              "shortcut": {"kind": "dropout", "dropout": p, "dropout_rescale": rescale}}})
-    u = model.units[1]  # identity shortcut, no post-activation: y = mask * x + F(x)
+    u = model.units[1]  # the second unit of stage 1: identity shortcut, no post-activation: y = mask * x + F(x)
     x = torch.randn(64, 4, 8, 8) + 3.0  # away from 0, so a kept entry is never mistaken for a dropped one
     with torch.no_grad():
         u.train()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import cifar, digits, folders, synthetic
+from . import cifar, digits, folders, mnist, synthetic
 from .batches import Batches, eval_batches
 from .folders import FolderBatches, FolderData
 from .splits import Split, normalise_in_place, positions, take
@@ -17,7 +17,7 @@ SPLITS = ("train", "val", "test")
 
 @dataclass
 class Data:
-    name: str  # 'digits', 'synthetic', 'cifar10', 'cifar100', 'imagenet'
+    name: str  # one of datasets.DATASETS
     train: Split | None  # None only for image-folder (imagenet) data
     test: Split | None
     val: Split | None  # held-out part of train when spec.val_split > 0
@@ -32,7 +32,8 @@ def load(spec) -> Data:
     if spec.dataset == "imagenet":
         folder = folders.read(spec)
         return Data("imagenet", None, None, None, len(folder.classes), 3, spec.image_size, folder=folder)
-    readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read}
+    readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read,
+               "mnist": mnist.read, "fashion_mnist": mnist.read, "kmnist": mnist.read}
     raw = readers[spec.dataset](spec)
     train_pos, val_pos, test_pos = positions(raw.train.y.numpy(), raw.test.y.numpy(), spec)
     train, test = take(raw.train, train_pos), take(raw.test, test_pos)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import urllib.error
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,35 @@ def test_missing_files_is_one_line_naming_the_places(in_tmp):
     line = one_error_line(r)
     assert "Fashion-MNIST not found in" in line and "apt-get install dataset-fashion-mnist" in line
     assert str(in_tmp / "cache" / "fashion-mnist") in line and str(in_tmp / "debian" / "fashion-mnist") in line
+
+
+def test_download_lands_where_the_next_run_looks(tmp_path, monkeypatch):
+    import torchvision.datasets
+
+    calls = []
+
+    def fake_fashion(root, train, download):  # what torchvision's class leaves behind, offline
+        calls.append(root)
+        fake_set(Path(root) / "FashionMNIST" / "raw", n_train=17)
+
+    monkeypatch.setattr(torchvision.datasets, "FashionMNIST", fake_fashion)
+    spec = DataSpec(dataset="fashion_mnist", download=True)
+    assert _train_size(spec) == 17 and calls == [str(tmp_path / "cache")]
+    assert _train_size(spec) == 17 and len(calls) == 1  # found in the cache: no second download
+
+
+def test_failed_download_is_one_line(tmp_path, monkeypatch):
+    import torchvision.datasets
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(torchvision.datasets, "KMNIST", offline)
+    with pytest.raises(UserError) as err:
+        mnist.read(DataSpec(dataset="kmnist", download=True))
+    msg = str(err.value)
+    assert "\n" not in msg and "KMNIST not found" in msg and "could not be downloaded" in msg
+    assert "URLError" in msg and "https://github.com/rois-codh/kmnist" in msg
 
 
 def test_incomplete_folder_is_one_line(tmp_path):

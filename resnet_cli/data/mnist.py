@@ -9,8 +9,6 @@ download); the Debian package's folder (`apt-get install dataset-fashion-mnist` 
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,7 +16,7 @@ import torch
 
 from ..errors import UserError
 from .idx import read_pair
-from .splits import Raw, Split, cache_dir, reason
+from .splits import Raw, Split, cache_dir, torchvision_download
 
 DEBIAN_ROOT = Path("/usr/share/datasets")  # Debian's dataset-* packages install below it
 FILES = {
@@ -51,7 +49,8 @@ def read(spec) -> Raw:
         if not spec.download:
             raise UserError(f"{fmt.title} not found in {', '.join(map(str, folders))} and data.download is off: "
                             f"{_hint(fmt)}")
-        _download(fmt, cache_dir())
+        # Into the cache directory's `<Class>/raw/`, where the next run finds the files.
+        torchvision_download(fmt.torchvision_class, cache_dir(), fmt.title, _hint(fmt))
         folder = find(fmt, [cache_dir() / fmt.torchvision_class / "raw"])
         if folder is None:
             raise UserError(f"{fmt.title} was downloaded into {cache_dir()} but its files are missing: {_hint(fmt)}")
@@ -99,17 +98,3 @@ def _split(folder: Path, which: str) -> Split:
 def _hint(fmt: _Format) -> str:
     debian = f"`apt-get install dataset-{fmt.folder}` (Debian), or " if fmt.folder == "fashion-mnist" else ""
     return f"{debian}download the four IDX files from {fmt.page} and pass --data-dir DIR"
-
-
-def _download(fmt: _Format, root: Path) -> None:
-    """Fetch the files with torchvision into `root/<Class>/raw`, where the next run finds them."""
-    try:
-        import torchvision.datasets
-
-        root.mkdir(parents=True, exist_ok=True)
-        # torchvision prints progress; stdout carries the tool's results only.
-        with contextlib.redirect_stdout(sys.stderr):
-            getattr(torchvision.datasets, fmt.torchvision_class)(root=str(root), train=True, download=True)
-    except Exception as err:  # noqa: BLE001 - any failure means "not available"; say why in one line
-        raise UserError(f"{fmt.title} not found and could not be downloaded into {root} ({reason(err)}): "
-                        f"{_hint(fmt)}") from None

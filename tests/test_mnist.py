@@ -210,6 +210,7 @@ def test_failed_download_is_one_line(tmp_path, monkeypatch):
     msg = str(err.value)
     assert "\n" not in msg and "KMNIST not found" in msg and "could not be downloaded" in msg
     assert "URLError" in msg and "https://github.com/rois-codh/kmnist" in msg
+    assert str(tmp_path / "cache" / "kmnist") in msg and str(tmp_path / "debian" / "kmnist") in msg  # places looked
 
 
 def test_incomplete_folder_is_one_line(tmp_path):

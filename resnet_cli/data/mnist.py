@@ -46,11 +46,11 @@ def read(spec) -> Raw:
     folders = search_path(spec)
     folder = find(fmt, folders)
     if folder is None:
+        looked = ", ".join(map(str, folders))
         if not spec.download:
-            raise UserError(f"{fmt.title} not found in {', '.join(map(str, folders))} and data.download is off: "
-                            f"{_hint(fmt)}")
+            raise UserError(f"{fmt.title} not found in {looked} and data.download is off: {_hint(fmt)}")
         # Into the cache directory's `<Class>/raw/`, where the next run finds the files.
-        torchvision_download(fmt.torchvision_class, cache_dir(), fmt.title, _hint(fmt))
+        torchvision_download(fmt.torchvision_class, cache_dir(), fmt.title, _hint(fmt), looked)
         folder = find(fmt, [cache_dir() / fmt.torchvision_class / "raw"])
         if folder is None:
             raise UserError(f"{fmt.title} was downloaded into {cache_dir()} but its files are missing: {_hint(fmt)}")

@@ -128,8 +128,9 @@ def reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {first[:160]}" if first else type(err).__name__
 
 
-def torchvision_download(class_name: str, root: Path, title: str, hint: str) -> None:
-    """Fetch a dataset with torchvision's class of that name into `root`; any failure is one line."""
+def torchvision_download(class_name: str, root: Path, title: str, hint: str, looked: str | None = None) -> None:
+    """Fetch a dataset with torchvision's class of that name into `root`; any failure is one line
+    naming where the files were looked for (`looked`, else `root`)."""
     try:
         import torchvision.datasets
 
@@ -138,4 +139,5 @@ def torchvision_download(class_name: str, root: Path, title: str, hint: str) -> 
         with contextlib.redirect_stdout(sys.stderr):
             getattr(torchvision.datasets, class_name)(root=str(root), train=True, download=True)
     except Exception as err:  # noqa: BLE001 - any failure means "not available"; say why in one line
-        raise UserError(f"{title} not found in {root} and could not be downloaded ({reason(err)}): {hint}") from None
+        raise UserError(f"{title} not found in {looked or root} and could not be downloaded ({reason(err)}): "
+                        f"{hint}") from None

@@ -103,9 +103,6 @@ class Trainer:
         self.total = schedule.total_iters(o, self.iters_per_epoch)
         self.p = Progress()
         self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
-        if spec.data.shuffle == "global" and self.dist.active:
-            raise UserError("data.shuffle global draws each epoch's order from one process's global generator; "
-                            "under torchrun use data.shuffle: keyed")
         self.status = "running"
         # What the step calls: the module itself, or its DDP wrapper, optionally compiled.
         # Checkpoints, evaluation and callbacks always use the plain module.
@@ -214,7 +211,10 @@ class Trainer:
         if self.spec.data.shuffle != "global":
             return None
         if self.order_epoch != self.p.epoch:
-            self.order, self.order_epoch = torch.randperm(len(self.batches)), self.p.epoch
+            order = torch.randperm(len(self.batches))
+            if self.dist.active:  # every rank slices rank 0's order, whatever its own stream drew
+                order = distributed.broadcast_from_main(order, self.rt.device)
+            self.order, self.order_epoch = order, self.p.epoch
         return self.order
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

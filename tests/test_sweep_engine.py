@@ -54,6 +54,8 @@ def stand_in(kind: str) -> int:
         raise ValueError("a planted failure")
     if kind == "die":
         os._exit(9)  # as the kernel's OOM killer would end it: no exception, no result
+    if kind == "signal me":
+        os.kill(os.getpid(), signal.SIGTERM)  # someone signals this worker alone, not the sweep
     return os.getpid()
 
 
@@ -61,25 +63,35 @@ def run_stand_ins(items, jobs):
     started, done = [], []
     workers.run_queue(items, stand_in, [Share(1)] * jobs, StopFlag(), on_start=started.append,
                       on_done=lambda item, result: done.append((item, result)))
-    assert started == items  # handed out in the caller's order (longest runs first)
-    return done
+    return started, done
 
 
 def test_workers_persist_across_tasks():
-    done = run_stand_ins(["ok"] * 6, jobs=2)
+    items = [f"run {i}" for i in range(6)]
+    started, done = run_stand_ins(items, jobs=2)
+    assert started == items  # handed out in the caller's order (longest runs first)
     pids = {result.result for _, result in done}
     assert len(done) == 6 and all(r.error is None for _, r in done)
     assert len(pids) == 2 and os.getpid() not in pids  # two processes served six tasks
 
 
 def test_a_failing_task_fails_alone_and_a_dead_worker_is_replaced():
-    done = run_stand_ins(["ok", "raise", "ok", "die", "ok"], jobs=1)
+    started, done = run_stand_ins(["ok", "raise", "ok", "die", "ok"], jobs=1)
+    assert started == ["ok", "raise", "ok", "die", "ok"]
     assert [item for item, _ in done] == ["ok", "raise", "ok", "die", "ok"]
     (_, first), (_, raised), (_, second), (_, died), (_, third) = done
     assert "ValueError: a planted failure" in raised.error and not raised.died
     assert first.result == second.result  # the worker whose task raised went on
     assert died.died and died.error
     assert third.error is None and third.result not in (second.result, os.getpid())  # a fresh worker
+
+
+def test_a_worker_signalled_alone_hands_its_next_task_to_a_fresh_one():
+    started, done = run_stand_ins(["signal me", "ok"], jobs=1)
+    assert started == ["signal me", "ok", "ok"]  # the first worker declined it; the second ran it
+    assert [item for item, _ in done] == ["signal me", "ok"]
+    (_, signalled), (_, after) = done
+    assert after.started and after.error is None and after.result != signalled.result
 
 
 # ---------------------------------------------------------------------------------------------

@@ -200,7 +200,15 @@ def run_queue(items: list[Any], task: Callable[[Any], Any], workers: list[Share]
                 return
             finished, _ = wait(busy, timeout=0.2, return_when=FIRST_COMPLETED)
             for worker in pool:
-                if worker.future in finished and on_done(*worker.collect()):
+                if worker.future not in finished:
+                    continue
+                item, done = worker.collect()
+                if not done.started and stop.signum is None:
+                    # Someone signalled that worker alone (not us): it takes no more tasks, so a
+                    # fresh one takes this task rather than the run being silently left out.
+                    worker.close()
+                    pending.appendleft(item)
+                elif on_done(item, done):
                     pending.clear()
     finally:
         for worker in pool:

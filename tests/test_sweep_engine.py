@@ -165,3 +165,19 @@ def test_a_signal_saves_every_running_run(in_tmp, how):
         assert summary["iterations"] < 10000
     assert not (in_tmp / "res" / "03-scaled-s0").exists()
     assert all("Traceback" not in (run / "ablate.log").read_text() for run in running)
+
+
+def test_a_run_that_cannot_start_in_a_worker_stops_the_sweep_in_one_line(in_tmp):
+    # CIFAR-10 is not there and may not be downloaded: every run would fail alike, so none is launched after.
+    (in_tmp / "empty").mkdir()
+    r = CliRunner().invoke(app, ["ablate", study(in_tmp / "s.yaml", 1, [0, 1]), "--out", "res", "--jobs", "2",
+                                 "--set", "data.dataset=cifar10", "--set", "data.download=false",
+                                 "--set", f"data.dir={in_tmp / 'empty'}"])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert "Traceback" not in r.stderr and lines[-1].startswith("resnet: error: run 1:")
+    assert "CIFAR-10 not found" in lines[-1] and "(log: " in lines[-1]
+    started = sorted(p.name for p in (in_tmp / "res").iterdir() if p.is_dir())
+    assert started == ["01-identity-s0", "01-identity-s1"]  # one per worker, none after the first failure
+    for name in started:
+        assert "resnet: error: " in (in_tmp / "res" / name / "ablate.log").read_text()

@@ -181,7 +181,11 @@ class TrainSpec(_Section):
 class RunSpec(_Section):
     seed: Annotated[int, Field(ge=0)] = 0
     device: str = "auto"  # auto, cpu, cuda, cuda:N
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # auto: fp32 on the CPU, bf16 on GPUs with native bf16, fp16 + GradScaler on older GPUs
+    # (resolved when a run starts and recorded in its spec.yaml).
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # Bitwise-repeatable CUDA runs: deterministic cuDNN/cuBLAS algorithms, no autotuning (slower).
+    deterministic: bool = False
     # The run directory. None: runs/<time>-<net>-<dataset>-s<seed> under the current directory.
     out: str | None = None
     threads: Annotated[int, Field(ge=0)] = 0  # CPU threads; 0: torch's default

@@ -3,7 +3,6 @@ RNG state per device and rank, precision resolution, TF32, device choice under t
 
 import copy
 
-import pytest
 import torch
 import torch.nn.functional as F
 

@@ -68,6 +68,15 @@ def reduce_sum(values: list[float], d: Dist, device: torch.device) -> list[float
     return t.tolist()
 
 
+def broadcast_buffers(model: torch.nn.Module, d: Dist) -> None:
+    """Give every rank rank 0's buffers (BatchNorm running statistics). DDP sends them before each
+    forward, and that forward then updates each rank's copy with its own batch: after the last step
+    the ranks differ, and a sharded evaluation would not be the evaluation of the saved model."""
+    if d.active:
+        for buf in model.buffers():
+            dist.broadcast(buf, src=0)
+
+
 def gather_to_main(obj, d: Dist) -> list | None:
     """Every rank's `obj` (picklable) as a list on rank 0, None elsewhere; a collective: call it on every rank."""
     if not d.active:

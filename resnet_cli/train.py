@@ -281,6 +281,7 @@ class Trainer:
             "train_loss": p.loss_sum / max(p.seen, 1), "train_error": 100.0 * (1 - p.correct / max(p.seen, 1)),
         }
         if self.spec.train.eval_every == "epoch" or p.iteration >= self.total:  # all ranks, sharded
+            distributed.broadcast_buffers(self.model, self.dist)
             if data_mod.num_examples(self.data, "val"):
                 record["val_loss"], record["val_error"] = evaluate(self.model, self.data, "val", self.rt, d=self.dist)
             record["test_loss"], record["test_error"] = evaluate(self.model, self.data, "test", self.rt, d=self.dist)

@@ -2,11 +2,16 @@
 RNG state per device and rank, precision resolution, TF32, device choice under torchrun."""
 
 import copy
+import os
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from resnet_cli import checkpoint as ckpt
+from resnet_cli import distributed, runtime
 from resnet_cli import spec as S
+from resnet_cli.errors import UserError
 from resnet_cli.model import build_model
 
 
@@ -32,3 +37,159 @@ def test_compile_with_activation_checkpointing_matches_eager():
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
     for (name, b), c in zip(eager.named_buffers(), compiled_net.buffers()):
         torch.testing.assert_close(c, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+# -- device choice (issue 14, item 9) ------------------------------------------------------------
+
+@pytest.mark.parametrize("requested,count,local_rank,torchrun,expected", [
+    ("auto", 0, 0, False, "cpu"),
+    ("cpu", 4, 0, False, "cpu"),
+    ("auto", 2, 0, False, "cuda:0"),
+    ("cuda", 2, 0, False, "cuda:0"),
+    ("cuda:1", 2, 0, False, "cuda:1"),
+    ("cuda", 4, 3, True, "cuda:3"),  # torchrun: each rank its local rank's GPU
+    ("auto", 4, 2, True, "cuda:2"),
+    ("cpu", 4, 2, True, "cpu"),  # gloo on the CPU
+    ("auto", 0, 1, True, "cpu"),
+])
+def test_choose_device(requested, count, local_rank, torchrun, expected):
+    assert str(runtime.choose_device(requested, count, local_rank, torchrun)) == expected
+
+
+@pytest.mark.parametrize("requested,count,local_rank,torchrun,needle", [
+    ("cuda", 0, 0, False, "no CUDA device"),
+    ("cuda:0", 0, 0, False, "no CUDA device"),
+    ("cuda:2", 2, 0, False, "only 2 CUDA device(s)"),
+    ("cuda:1", 4, 0, True, "every rank on one GPU"),
+    ("cuda", 2, 2, True, "local rank 2 has no GPU"),
+])
+def test_choose_device_refuses_in_one_line(requested, count, local_rank, torchrun, needle):
+    with pytest.raises(UserError) as err:
+        runtime.choose_device(requested, count, local_rank, torchrun)
+    assert needle in err.value.message and "\n" not in err.value.message
+
+
+# -- precision (items 7, 8, 10) ------------------------------------------------------------------
+
+@pytest.mark.parametrize("capability,expected", [
+    ((7, 0), "fp16"),  # V100: bf16 emulated only
+    ((7, 5), "fp16"),  # T4
+    ((8, 0), "bf16"),  # A100
+    ((8, 6), "bf16"),
+    ((9, 0), "bf16"),  # H100/H200
+])
+def test_auto_precision_on_gpus_follows_native_bf16(capability, expected):
+    assert runtime.resolve_precision("auto", "cuda", capability) == expected
+
+
+def test_auto_precision_on_the_cpu_is_fp32_and_fp16_there_is_refused():
+    assert runtime.resolve_precision("auto", "cpu") == "fp32"
+    assert runtime.resolve_precision("fp32", "cuda", (9, 0)) == "fp32"
+    with pytest.raises(UserError, match="fp16"):
+        runtime.resolve_precision("fp16", "cpu")
+    with pytest.raises(UserError, match="bf16"):
+        runtime.resolve_precision("bf16", "cpu", cpu_bf16=False)
+
+
+@pytest.mark.parametrize("precision,scaled,dtype", [("fp16", True, torch.float16), ("bf16", False, torch.bfloat16),
+                                                    ("fp32", False, None)])
+def test_grad_scaler_only_for_fp16(precision, scaled, dtype):
+    rt = runtime.Runtime(torch.device("cpu"), precision, channels_last=False)
+    assert rt.scaler().is_enabled() is scaled
+    with rt.autocast():
+        out = torch.nn.functional.linear(torch.randn(2, 3), torch.randn(4, 3))
+    assert out.dtype == (dtype or torch.float32)
+
+
+def test_fp32_turns_tf32_off_and_bf16_leaves_cudnn_tf32_on():
+    before = runtime.tf32_allowed()
+    try:
+        runtime.set_tf32(False)
+        assert runtime.tf32_allowed() == (False, False)
+        runtime.set_tf32(True)
+        assert runtime.tf32_allowed() == (True, True)
+    finally:
+        runtime.set_tf32(before[0])
+
+
+def test_select_on_cuda_sets_tf32_by_precision(monkeypatch):
+    """select() itself, with CUDA faked: fp32 must switch TF32 off, bf16 leave it on."""
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(runtime, "set_tf32", calls.append)
+    monkeypatch.setattr(runtime, "set_determinism", lambda on, cuda: None)
+    for precision, allowed in (("fp32", False), ("auto", True), ("fp16", True)):
+        spec = S.build(None, [("run.precision", precision), ("run.device", "cuda")])
+        rt = runtime.select(spec.run, spec.train)
+        assert calls[-1] is allowed, precision
+        assert rt.precision == {"auto": "bf16"}.get(precision, precision)
+
+
+def test_deterministic_mode_sets_every_switch(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        runtime.set_determinism(True, cuda=True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] in (":4096:8", ":16:8")  # PyTorch's documented values
+        runtime.set_determinism(False, cuda=True)
+        assert not torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.benchmark and not torch.backends.cudnn.deterministic
+    finally:
+        runtime.set_determinism(False, cuda=False)
+
+
+# -- RNG state per device and rank (item 2) ------------------------------------------------------
+
+class FakeCudaRng:
+    """torch.cuda's RNG functions on a machine with `count` GPUs, recording what is set where."""
+
+    def __init__(self, monkeypatch, count):
+        self.count, self.set_calls = count, []
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+        monkeypatch.setattr(torch.cuda, "get_rng_state", self.get)
+        monkeypatch.setattr(torch.cuda, "set_rng_state", self.set)
+        monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [self.get(i) for i in range(count)])
+        monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: [self.set(s, i) for i, s in enumerate(states)])
+
+    def _index(self, device):
+        index = device.index if isinstance(device, torch.device) else int(device)
+        if index >= self.count:
+            raise RuntimeError(f"invalid device ordinal {index}")  # what CUDA says
+        return index
+
+    def get(self, device="cuda"):
+        return torch.full((16,), 10 + self._index(device), dtype=torch.uint8)
+
+    def set(self, state, device="cuda"):
+        self.set_calls.append((self._index(device), int(state[0])))
+
+
+def test_rng_saved_on_four_gpus_restores_on_a_machine_with_one(monkeypatch):
+    FakeCudaRng(monkeypatch, 4)
+    saved = ckpt.rng_state(torch.device("cuda", 2))  # the run's own device: GPU 2
+    assert int(saved["cuda"][0]) == 12
+    one = FakeCudaRng(monkeypatch, 1)
+    ckpt.set_rng_state(saved, torch.device("cuda", 0))
+    assert one.set_calls == [(0, 12)]  # GPU 2's stream continues on this machine's GPU 0
+
+
+def test_rng_of_a_cpu_run_restores_on_a_gpu_and_back(monkeypatch):
+    fake = FakeCudaRng(monkeypatch, 2)
+    cpu_state = ckpt.rng_state(torch.device("cpu"))
+    assert "cuda" not in cpu_state
+    ckpt.set_rng_state(cpu_state, torch.device("cuda", 1))
+    ckpt.set_rng_state(ckpt.rng_state(torch.device("cuda", 1)), torch.device("cpu"))
+    assert fake.set_calls == []
+
+
+def test_each_rank_restores_its_own_entry():
+    states = [{"rank": 0}, {"rank": 1}]
+    assert ckpt.rank_rng_state(states, 1) == {"rank": 1}
+    assert ckpt.rank_rng_state(states, 2) is None  # resumed with more processes: fresh stream
+    assert ckpt.rank_rng_state({"rank": 0}, 0) == {"rank": 0}  # one-dict checkpoints of before
+    assert len({distributed.rank_seed(7, r) for r in range(8)}) == 8 and distributed.rank_seed(7, 0) == 7

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
     except Exception as exc:  # truncated zip, random bytes, a pickle of arbitrary objects...
         # Our own words, whole: torch's messages run to paragraphs of advice (`weights_only=False`)
         # that is wrong for a file that is not one of ours.
-        if "weights only" in str(exc).lower() or "weights_only" in str(exc):
+        if zipfile.is_zipfile(path) and ("weights only" in str(exc).lower() or "weights_only" in str(exc)):
             raise UserError(f"{path}: not a resnet-cli checkpoint: it holds objects other than tensors and plain "
                             "values, and loading it would run arbitrary code") from None
         raise UserError(f"{path}: not a loadable checkpoint: truncated, corrupt, or not written by torch.save "

@@ -144,6 +144,14 @@ def select(run: RunSpec, train: TrainSpec, local_rank: int = 0, torchrun: bool =
     return rt
 
 
+def analysis_runtime(device: torch.device) -> Runtime:
+    """Measurements of a net (landscape, gradient norms, lesion) run in fp32 and NCHW whatever
+    `auto` would pick for training, TF32 off: on CUDA they then agree with the CPU to ~1e-6, not ~1e-3."""
+    if device.type == "cuda":
+        set_tf32(False)
+    return Runtime(device=device, precision="fp32", channels_last=False)
+
+
 def set_determinism(on: bool, cuda: bool) -> None:
     """`run.deterministic`: the same CUDA run twice gives the same bits (cuDNN autotuning and atomics
     pick per-process algorithms otherwise). Off: cuDNN autotunes for the fixed shapes."""

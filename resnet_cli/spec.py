@@ -340,7 +340,10 @@ EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade N
 
 
 def configs_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "configs"
+    """The bundled configs: inside the package when installed from a wheel (setup.py maps the
+    repository's top-level configs/ there), the top-level configs/ in a checkout."""
+    here = Path(__file__).resolve().parent
+    return here / "configs" if (here / "configs").is_dir() else here.parent / "configs"
 
 
 def find_spec_file(name: str) -> Path:

@@ -62,6 +62,8 @@ def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtim
     model.eval()
     sums = torch.zeros(2, device=rt.device)  # [loss sum, wrong]
     rank, world = d.shard
+    n = data_mod.num_examples(data, split)
+    batch_size = min(batch_size, -(-n // world))  # every rank gets a batch of a small split
     with torch.no_grad(), rt.autocast():
         for i, (x, y) in enumerate(data_mod.eval_for(data, split, batch_size, rt.device)):
             if i % world != rank:
@@ -71,7 +73,6 @@ def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtim
             sums[1] += (out.argmax(1) != y).sum()
     model.train(was_training)
     loss_sum, wrong = distributed.reduce_sum(sums.tolist(), d, rt.device)
-    n = data_mod.num_examples(data, split)
     return loss_sum / n, 100.0 * wrong / n
 
 

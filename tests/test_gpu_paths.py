@@ -228,3 +228,43 @@ def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_pa
         logits = model(data.test.x)
     assert summary["test_error"] == pytest.approx(100.0 * (logits.argmax(1) != data.test.y).float().mean().item())
     assert summary["test_loss"] == pytest.approx(F.cross_entropy(logits, data.test.y).item(), rel=1e-5)
+
+
+# -- make gpu-check, as far as a CPU can run it ---------------------------------------------------
+
+def _check_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "gpu" / "check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")
+def test_gpu_check_without_cuda_writes_a_skipped_summary_and_tests_gpu_skip_as_one(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    check = _check_module()
+    assert check.main(["--out", str(tmp_path / "s.json")]) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["result"].startswith("skipped") and summary["environment"]["torch"] == torch.__version__
+    p = subprocess.run([sys.executable, "-m", "pytest", str(check.ROOT / "tests" / "gpu"), "-q", "-rs", "-p",
+                        "no:cacheprovider"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert p.returncode in (0, 5), p.stdout  # 5: pytest's "no tests ran" when the one module is skipped
+    assert [ln for ln in p.stdout.splitlines() if ln.startswith("SKIPPED")] == [
+        next(ln for ln in p.stdout.splitlines() if ln.startswith("SKIPPED"))] and "SKIPPED [1]" in p.stdout and "no CUDA device" in p.stdout
+
+
+def test_gpu_check_reads_the_bench_rows_it_reports(in_tmp):
+    """The figures come from `resnet bench --json`: run the check's own reader on a tiny CPU bench."""
+    check = _check_module()
+    row = check.run_bench("cifar/resnet20", compiled=False, timeout=300, steps=2,
+                          extra=("--set", "model.widths=[4,8,16]", "--batch-size", "16", "--device", "cpu"))
+    assert row["status"] == "ok", row
+    assert row["images_per_s"] > 0 and row["schedule_iters"] > 0 and row["projected_schedule_min"] > 0
+    assert row["goal_min"] is None and row["batch_size"] == 16

@@ -124,6 +124,10 @@ class Trainer:
         self.iters_per_epoch = self.batches.iters_per_epoch
         self.total = schedule.total_iters(o, self.iters_per_epoch)
         self.p = Progress()
+        self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
+        if spec.data.shuffle == "global" and self.dist.active:
+            raise UserError("data.shuffle global draws each epoch's order from one process's global generator; "
+                            "under torchrun use data.shuffle: keyed")
         self.status = "running"
         # What the step calls: the module itself, or its DDP wrapper, optionally compiled.
         # Checkpoints, evaluation and callbacks always use the plain module.
@@ -140,6 +144,7 @@ class Trainer:
             "scaler": self.scaler.state_dict(),
             "progress": {k: getattr(p, k) for k in Progress.__dataclass_fields__},
             "rng": rng if rng is not None else [ckpt.rng_state(self.rt.device)], "spec": to_tree(self.spec),
+            "order": {"epoch": self.order_epoch, "perm": self.order},
         }
 
     def save(self) -> None:
@@ -168,6 +173,8 @@ class Trainer:
         mine = ckpt.rank_rng_state(state["rng"], self.dist.rank)
         if mine is not None:  # a rank the saving run did not have keeps its freshly seeded stream
             ckpt.set_rng_state(mine, self.rt.device)
+        order = state.get("order") or {}
+        self.order, self.order_epoch = order.get("perm"), order.get("epoch", -1)
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -197,7 +204,7 @@ class Trainer:
         seen = 0
         tick = time.perf_counter()
         every = self.spec.train.checkpoint_every
-        for x, y in self.batches.epoch(p.epoch, start=p.step):
+        for x, y in self.batches.epoch(p.epoch, start=p.step, order=self._global_order()):
             loss, out = self._step(x, y)
             acc[0] += loss.detach() * len(y)
             acc[1] += (out.argmax(1) == y).sum()
@@ -232,6 +239,16 @@ class Trainer:
         p.elapsed += time.perf_counter() - tick
         self._fold(acc, seen)
         self._end_epoch()
+
+    def _global_order(self) -> torch.Tensor | None:
+        """`data.shuffle: global`: this epoch's torch.randperm from the global generator, drawn once at
+        the epoch's start (after the init on the same stream, as the "Residual Connection" article's
+        digits code) and kept in checkpoints, so a run resumed mid-epoch continues the same order."""
+        if self.spec.data.shuffle != "global":
+            return None
+        if self.order_epoch != self.p.epoch:
+            self.order, self.order_epoch = torch.randperm(len(self.batches)), self.p.epoch
+        return self.order
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.lr = self.set_lr()

@@ -206,7 +206,8 @@ def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_pa
 
     out = tmp_path / "ddp"
     args = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "4", "--batch-size", "32",
-            "--set", "train.checkpoint_every=0", "--set", "train.grad_norm_every=2", "--device", "cpu"]
+            "--set", "train.checkpoint_every=0", "--set", "train.grad_norm_every=2", "--device", "cpu",
+            "--set", "data.shuffle=keyed"]  # global shuffling is one process's
     p = subprocess.run([sys.executable, "-m", "resnet_cli", "train", *args, "--nproc", "2", "--out", str(out), "--json"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})

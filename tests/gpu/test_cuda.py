@@ -47,7 +47,8 @@ def weights(run: Path):
 
 
 def test_auto_training_on_cuda_bf16_channels_last(tmp_path):
-    s = summary_of(resnet("train", *TINY, "--iters", "60", "--device", "cuda", "--out", tmp_path / "r", "--json"))
+    s = summary_of(resnet("train", *TINY, "--iters", "60", "--device", "cuda", "--set", "train.channels_last=on",
+                          "--out", tmp_path / "r", "--json"))
     meta = json.loads((tmp_path / "r" / "meta.json").read_text())
     major = torch.cuda.get_device_capability()[0]
     assert meta["precision"] == ("bf16" if major >= 8 else "fp16") and meta["channels_last"]
@@ -154,7 +155,7 @@ def test_one_process_nccl_ddp(tmp_path):
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_two_process_nccl_ddp_with_sync_bn(tmp_path):
     s = summary_of(resnet("train", *TINY, "--iters", "20", "--device", "cuda", "--nproc", "2",
-                          "--set", "train.sync_bn=true", "--out", tmp_path / "r", "--json"))
+                          "--set", "train.sync_bn=true", "--set", "data.shuffle=keyed", "--out", tmp_path / "r", "--json"))
     assert s["status"] == "completed"
     assert len(torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["rng"]) == 2
 

@@ -58,6 +58,17 @@ def test_a_finished_run_removes_its_lock_and_records_its_precision(in_tmp):
     assert json.loads((in_tmp / "run" / "meta.json").read_text())["precision"] == "fp32"
 
 
+def test_deterministic_mode_trains_on_the_cpu_and_is_recorded(in_tmp):
+    from resnet_cli.runtime import set_determinism
+
+    try:
+        r = invoke("train", *TINY, "--out", "run", "--set", "run.deterministic=true")
+    finally:
+        set_determinism(False, cuda=False)  # global torch state: leave it as other tests expect
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((in_tmp / "run" / "meta.json").read_text())["deterministic"] is True
+
+
 def test_a_bf16_run_resumed_here_keeps_bf16_or_refuses(in_tmp):
     """A run started with `auto` on a bf16 GPU records bf16; resumed on this CPU it must not
     silently continue in fp32."""

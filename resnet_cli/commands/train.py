@@ -122,7 +122,11 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
         raise UserError("under torchrun give --out RUN_DIR, so every rank (and a restart) finds the same run")
     # What can be checked is checked before the run directory exists: a run that cannot start
     # leaves nothing behind (no half-made directory that a corrected rerun would refuse).
-    spec = runtime.pinned(spec, runtime.plan(spec.run, spec.train, d.local_rank, torchrun=d.active))
+    rt = runtime.plan(spec.run, spec.train, d.local_rank, torchrun=d.active)
+    if spec.run.precision == "auto" and rt.precision == "fp16" and d.is_main and not quiet:
+        output.info("run.precision auto: fp16 autocast with a GradScaler (this GPU has no native bf16); "
+                    "--set run.precision=fp32 for the papers' numerics")
+    spec = runtime.pinned(spec, rt)
     data = data_mod.load(spec.data)
     path = resume_dir or Path(spec.run.out or default_path(spec))
     if spec.run.out != str(path):

@@ -269,3 +269,25 @@ def test_gpu_check_reads_the_bench_rows_it_reports(in_tmp):
     assert row["status"] == "ok", row
     assert row["images_per_s"] > 0 and row["schedule_iters"] > 0 and row["projected_schedule_min"] > 0
     assert row["goal_min"] is None and row["batch_size"] == 16
+
+
+# -- resnet bench: no CUDA context in the parent (item 12) ---------------------------------------
+
+def test_bench_parent_checks_the_device_without_touching_the_gpu(monkeypatch, in_tmp):
+    from typer.testing import CliRunner
+
+    from resnet_cli import bench as bench_mod
+    from resnet_cli.cli import app
+
+    def no_context(*a, **k):
+        raise AssertionError("the bench parent created a CUDA context")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for name in ("set_device", "get_device_capability", "get_device_properties", "init", "_lazy_init"):
+        monkeypatch.setattr(torch.cuda, name, no_context)
+    monkeypatch.setattr(bench_mod, "bench", lambda *a, **k: [])  # the children are not the point here
+    r = CliRunner().invoke(app, ["bench", "cifar/resnet20", "--device", "cuda", "--no-baseline", "--json"])
+    assert "CUDA context" not in str(r.exception), r.exception
+    r = CliRunner().invoke(app, ["bench", "cifar/resnet20", "--device", "cuda:3", "--json"])
+    assert r.exit_code == 2 and "only 1 CUDA device" in r.stderr

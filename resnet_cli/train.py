@@ -52,13 +52,10 @@ def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtim
     was_training = model.training
     model.eval()
     sums = torch.zeros(2, device=rt.device)  # [loss sum, wrong]
-    rank, world = d.shard
     n = data_mod.num_examples(data, split)
-    batch_size = min(batch_size, -(-n // world))  # every rank gets a batch of a small split
+    batch_size = min(batch_size, -(-n // d.world))  # every rank gets a batch of a small split
     with torch.no_grad(), rt.autocast():
-        for i, (x, y) in enumerate(data_mod.eval_for(data, split, batch_size, rt.device)):
-            if i % world != rank:
-                continue
+        for x, y in data_mod.eval_for(data, split, batch_size, rt.device, shard=d.shard):
             out = model(x.contiguous(memory_format=rt.memory_format)).float()
             sums[0] += F.cross_entropy(out, y, reduction="sum")
             sums[1] += (out.argmax(1) != y).sum()

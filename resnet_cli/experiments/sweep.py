@@ -291,4 +291,4 @@ def _last_line(path: Path) -> str:
         lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
     except OSError:
         return ""
-    return lines[-1][:200] if lines else ""
+    return lines[-1] if lines else ""  # whole: a child's one-line error often ends in the URL or path that fixes it

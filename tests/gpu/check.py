@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         write()
         print(f"gpu-check: no CUDA device here; nothing run ({out})", file=sys.stderr)
         return 0
-    summary["tests"] = run_tests(timeout=max(60.0, args.budget * 0.45), junit=out.with_suffix(".junit.xml"))
+    summary["tests"] = run_tests(timeout=max(60.0, args.budget * 0.5), junit=out.with_suffix(".junit.xml"))
     write()
     summary["bench"] = []
     for spec, compiled, limit in BENCH:
@@ -145,11 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     summary["goals"] = {spec: {"goal_min": goal, "best_min": min((r["projected_schedule_min"] for r in ok_rows
                                                                     if r["spec"] == spec), default=None)}
                         for spec, goal in GOALS_MIN.items()}
-    passed = summary["tests"].get("status") == "passed" and len(ok_rows) == len(BENCH)
+    # A run the budget did not reach (compiling ResNet-1001 takes minutes) is incomplete, not failed:
+    # `--budget 900` gives it the time.
+    failed = [r for r in summary["bench"] if r["status"].startswith("failed")]
+    summary["incomplete"] = [f"{r['spec']} compile={r['compile']}: {r['status']}" for r in summary["bench"]
+                             if r["status"] != "ok" and r not in failed]
+    passed = summary["tests"].get("status") == "passed" and not failed
     summary["result"] = "passed" if passed else "failed"
     write()
     print(f"gpu-check: {summary['result']}: tests {summary['tests'].get('status')}, "
-          f"{len(ok_rows)}/{len(BENCH)} bench runs; summary in {out}", file=sys.stderr)
+          f"{len(ok_rows)}/{len(BENCH)} bench runs ({len(summary['incomplete'])} not reached); summary in {out}",
+          file=sys.stderr)
     return 0 if passed else 1
 
 

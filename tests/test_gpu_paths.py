@@ -291,3 +291,26 @@ def test_bench_parent_checks_the_device_without_touching_the_gpu(monkeypatch, in
     assert "CUDA context" not in str(r.exception), r.exception
     r = CliRunner().invoke(app, ["bench", "cifar/resnet20", "--device", "cuda:3", "--json"])
     assert r.exit_code == 2 and "only 1 CUDA device" in r.stderr
+
+
+def test_gpu_check_summary_passes_with_unreached_runs_and_fails_on_a_failed_one(tmp_path, monkeypatch):
+    import json
+
+    check = _check_module()
+    monkeypatch.setattr(check, "environment", lambda: {"cuda_available": True})
+    monkeypatch.setattr(check, "run_tests", lambda timeout, junit: {"status": "passed", "tests": {}})
+
+    def bench(spec, compiled, timeout):
+        if compiled and "1001" in spec:
+            return {"spec": spec, "compile": True, "status": "timed out after 30 s"}
+        return {"spec": spec, "compile": compiled, "status": "ok", "images_per_s": 9e3, "projected_schedule_min": 9.0}
+
+    monkeypatch.setattr(check, "run_bench", bench)
+    assert check.main(["--out", str(tmp_path / "a.json")]) == 0
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert a["result"] == "passed" and len(a["incomplete"]) == 1
+    assert a["goals"]["cifar/resnet110"] == {"goal_min": 10.0, "best_min": 9.0}
+    monkeypatch.setattr(check, "run_bench", lambda spec, compiled, timeout: {"spec": spec, "compile": compiled,
+                                                                             "status": "failed (exit 1)"})
+    assert check.main(["--out", str(tmp_path / "b.json")]) == 1
+    assert json.loads((tmp_path / "b.json").read_text())["result"] == "failed"

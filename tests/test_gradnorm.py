@@ -54,7 +54,7 @@ def test_power_iteration_on_a_known_spectrum():
 
 
 def test_the_seed_toy_gains_land_in_the_stated_ranges():
-    """SCIENCE.md sec. 6: 30 blocks; plain below 1e-10, residual within 10x of 1.7 (std 0.1), 81 (std 0.3)."""
+    """The "Residual Connection" article's toy, 30 blocks: plain below 1e-10, residual within 10x of 1.7 (std 0.1), 81 (std 0.3)."""
     gains = {(r["net"], r["kernel_std"]): r["gain"] for r in G.toy_gains(blocks=[30], stds=[0.1, 0.3])}
     assert gains[("plain", 0.1)] < 1e-10 and gains[("plain", 0.3)] < 1e-10
     assert 0.17 <= gains[("residual", 0.1)] <= 17

@@ -40,7 +40,7 @@ class Raw(NamedTuple):
     train: Split
     test: Split
     num_classes: int
-    normalise: bool  # digits keep the seed's pixel/16 inputs
+    normalise: bool  # digits keep the article's pixel/16 inputs
 
 
 def positions(train_labels: np.ndarray, test_labels: np.ndarray, spec) -> tuple[np.ndarray, ...]:

@@ -25,7 +25,7 @@ class NetNorms:
     units: int
     layers: list[dict[str, Any]]  # name, index, path, kind, grad_norm, weight_norm
     inputs: list[float | None]  # ||dE/dx_l||, l = 0..L, averaged over the measured steps
-    direct: list[float] | None  # lambda^(L - l) for scaled shortcuts (SCIENCE.md sec. 1)
+    direct: list[float] | None  # lambda^(L - l) for scaled shortcuts (He 2016b eq. 5)
     steps: int
     loss: float
     status: str

@@ -185,7 +185,11 @@ class TrainSpec(_Section):
 class RunSpec(_Section):
     seed: Annotated[int, Field(ge=0)] = 0
     device: str = "auto"  # auto, cpu, cuda, cuda:N
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # auto: fp32 on the CPU, bf16 on GPUs with native bf16, fp16 + GradScaler on older GPUs
+    # (resolved when a run starts and recorded in its spec.yaml).
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # Bitwise-repeatable CUDA runs: deterministic cuDNN/cuBLAS algorithms, no autotuning (slower).
+    deterministic: bool = False
     # The run directory. None: runs/<time>-<net>-<dataset>-s<seed> under the current directory.
     out: str | None = None
     threads: Annotated[int, Field(ge=0)] = 0  # CPU threads; 0: torch's default
@@ -286,7 +290,10 @@ EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade N
 
 
 def configs_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "configs"
+    """The bundled configs: inside the package when installed from a wheel (setup.py maps the
+    repository's top-level configs/ there), the top-level configs/ in a checkout."""
+    here = Path(__file__).resolve().parent
+    return here / "configs" if (here / "configs").is_dir() else here.parent / "configs"
 
 
 def find_spec_file(name: str) -> Path:

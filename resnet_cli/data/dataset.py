@@ -63,13 +63,15 @@ def batches_for(data: Data, split_name: str, batch_size: int, augment: str, pad:
     return Batches(getattr(data, split_name), batch_size, augment, pad, device, seed, shard)
 
 
-def eval_for(data: Data, split_name: str, batch_size: int, device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Evaluation batches (single view, in order) over a split of either kind of data."""
+def eval_for(data: Data, split_name: str, batch_size: int, device, shard: tuple[int, int] = (0, 1)
+             ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Evaluation batches (single view, in order) over a split of either kind of data; `shard` =
+    (rank, world size): this rank's batches only (rank, rank + world, ...)."""
     if num_examples(data, split_name) == 0:
         raise ValueError(f"{data.name} has no '{split_name}' images")
     if data.folder is not None:
-        return data.folder.eval_batches(split_name, batch_size, device)
-    return eval_batches(getattr(data, split_name), batch_size, device)
+        return data.folder.eval_batches(split_name, batch_size, device, shard)
+    return eval_batches(getattr(data, split_name), batch_size, device, shard)
 
 
 def _check_split(split_name: str) -> None:

@@ -88,7 +88,10 @@ def check_reusable(run: PlannedRun) -> None:
         theirs = spec_mod.resolve(spec_mod.validate(yamlio.load_file(spec_file), str(spec_file)))
     except UserError as exc:
         raise UserError(f"{run.path} holds an unreadable run ({exc.message}); delete it or use another --out") from None
-    changed = [k for k in spec_mod.diff(theirs, run.spec) if k not in spec_mod.RESUME_FREE]
+    # `run.precision: auto` is written into spec.yaml as resolved when the run started; whether it
+    # still resolves the same here is the resume's check (it refuses a change in one line).
+    changed = [k for k in spec_mod.diff(theirs, run.spec) if k not in spec_mod.RESUME_FREE
+               and not (k == "run.precision" and run.spec.run.precision == "auto")]
     if changed:
         raise UserError(f"{run.path} holds a run with another spec ({', '.join(changed[:4])}); "
                         "delete it or use another --out")

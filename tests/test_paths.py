@@ -276,7 +276,7 @@ def test_shortest_window():
     lo, hi, carried = P.shortest_window([0.3, 0.3, 0.4], 1.0)  # all of it, despite rounding
     assert (lo, hi) == (0, 2) and carried == pytest.approx(1.0)
     # equally short windows: the one that carries more
-    assert P.shortest_window([0.2, 0.35, 0.1, 0.35], 0.4)[:2] == (0, 1)
+    assert P.shortest_window([0.35, 0.1, 0.2, 0.35], 0.4)[:2] == (2, 3)
 
 
 def test_summary_by_hand():
@@ -349,6 +349,7 @@ def test_paths_cli_at_init_and_plain_net(tmp_path):
     assert len(plain) == 1 and plain[0]["length"] == 3 and plain[0]["grad_share"] == 1.0  # one path
     (s_plain,) = [x for x in by["plain-8"] if x["event"] == "paths_summary"]
     assert s_plain["routable"] == 0 and s_plain["state"] == "init"
+    assert (s_plain["window"]["first"], s_plain["window"]["last"]) == (3, 3)
     assert s_plain["full_grad"] == pytest.approx(plain[0]["grad_mean"], rel=1e-5)
     assert fig.is_file()
 

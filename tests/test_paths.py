@@ -354,8 +354,17 @@ def test_paths_cli_at_init_and_plain_net(tmp_path):
     assert fig.is_file()
 
 
+def test_with_init_sets_the_run_beside_its_initial_net(run, tmp_path):
+    r = invoke("paths", run, "--with-init", "--samples", 2, "--out", tmp_path / "w.png")
+    assert r.exit_code == 0, r.stderr
+    summaries = [x for x in json_lines(r) if x["event"] == "paths_summary"]
+    assert [(x["label"], x["state"]) for x in summaries] == [("ResNet-8", "trained"), ("ResNet-8", "init")]
+    assert summaries[0]["full_grad"] != summaries[1]["full_grad"]  # other weights
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--mass", "1.5"], "--mass 1.5"),
+    (["--init", "--with-init"], "give one"),
     (["--set", "model.depth=14"], "--set changes the spec"),
 ])
 def test_bad_flags_are_one_line(run, args, needle):

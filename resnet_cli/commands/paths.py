@@ -14,6 +14,8 @@ Sources = Annotated[list[str], typer.Argument(metavar="RUN_DIR|SPEC",
     help="Run directories of trained nets (resnet train --out DIR); with --init also spec files or bundled configs.")]
 Init = Annotated[bool, typer.Option("--init",
     help="Measure the nets at initialisation: a run directory's spec (or a SPEC), fresh weights from run.seed.")]
+WithInit = Annotated[bool, typer.Option("--with-init",
+    help="Beside each trained run, its net at initialisation (weights drawn from its run.seed): one table, one figure.")]
 Samples = Annotated[int, typer.Option("--samples", min=1,
     help="Samples per path length: each a training batch and a fresh random set of k units (Veit et al.: 1,000).")]
 Mass = Annotated[float, typer.Option("--mass",
@@ -30,7 +32,7 @@ PAPER = ("Veit et al. 2016, ResNet-110 on CIFAR-10 (54 units): almost all of the
 
 
 @command()
-def paths(sources: Sources, init: Init = False, samples: Samples = 50, mass: Mass = 0.9,
+def paths(sources: Sources, init: Init = False, with_init: WithInit = False, samples: Samples = 50, mass: Mass = 0.9,
           batch_size: BatchSize = None, seed: Seed = 0, device: Device = "auto", set_: common.Set = None,
           out: FigOut = None, json_: common.Json = False) -> None:
     """Gradient carried by paths of each length: backward through k units' branches, the other units' shortcuts."""
@@ -42,20 +44,24 @@ def paths(sources: Sources, init: Init = False, samples: Samples = 50, mass: Mas
     fmt = output.choose(json_)
     if not 0 < mass <= 1:
         raise UserError(f"--mass {mass}: give a share of the total gradient in (0, 1], e.g. 0.9")
+    if init and with_init:
+        raise UserError("--init measures the nets at initialisation only; --with-init adds them beside trained "
+                        "runs: give one")
     if set_ and not init:
         raise UserError("--set changes the spec of a net at initialisation: give it with --init")
     if not init:
         for p in sources:
             check_dir(p)  # every bad directory is reported before any work starts
     dev = pick_device(device)
-    nets = [_load(s, init, set_ or [], dev) for s in sources]
+    states = [True] if init else [False, True] if with_init else [False]
+    nets = [(at_init, *_load(s, at_init, set_ or [], dev)) for s in sources for at_init in states]
     results = []
-    for label, source, model, spec, data in nets:
+    for at_init, label, source, model, spec, data in nets:
         if data.train is None:
             raise UserError(f"{source}: paths needs in-memory data (digits, synthetic, cifar); "
                             f"{spec.data.dataset} image folders are not supported")
         results.append(paths_mod.study(model, data.train, label=label, source=source,
-                                       state="init" if init else "trained",
+                                       state="init" if at_init else "trained",
                                        batch_size=batch_size or spec.optim.batch_size, samples=samples, mass=mass,
                                        seed=seed, device=dev, log=output.info))
     single_dir = len(sources) == 1 and Path(sources[0]).is_dir()

@@ -337,16 +337,19 @@ def figure(results: list[dict], path: str | Path) -> Path:
 
     plt = figures.pyplot()
     fig, (ax_n, ax_g, ax_t) = plt.subplots(1, 3, figsize=(13, 3.8))
-    for i, r in enumerate(results):
-        color = f"C{i}"
+    palette: dict[str, str] = {}
+    for r in results:
+        color = palette.setdefault(r["label"], f"C{len(palette)}")  # a net trained and at init: one colour
         label = f"{r['label']}, {r['state']}"
+        style = {"linestyle": "--" if r["state"] == "init" else "-"}
         rows = r["rows"]
         lengths = [row["length"] for row in rows]
-        ax_n.plot(lengths, [row["path_fraction"] for row in rows], color=color, label=label)
-        ax_g.semilogy(lengths, [row["grad_mean"] for row in rows], color=color, marker="o", ms=2.5, label=label)
+        ax_n.plot(lengths, [row["path_fraction"] for row in rows], color=color, label=label, **style)
+        ax_g.semilogy(lengths, [row["grad_mean"] for row in rows], color=color, marker="o", ms=2.5, label=label,
+                      **style)
         ax_g.fill_between(lengths, [max(row["grad_min"], 1e-300) for row in rows], [row["grad_max"] for row in rows],
                           color=color, alpha=0.15)
-        ax_t.plot(lengths, [row["grad_share"] for row in rows], color=color, marker="o", ms=2.5, label=label)
+        ax_t.plot(lengths, [row["grad_share"] for row in rows], color=color, marker="o", ms=2.5, label=label, **style)
         w = r["window"]
         ax_t.axvspan(w["first"] - 0.5, w["last"] + 0.5, color=color, alpha=0.08)
     ax_n.set(xlabel="path length (units through their branch)", ylabel="share of all paths",
@@ -357,4 +360,5 @@ def figure(results: list[dict], path: str | Path) -> Path:
              title=f"(c) total gradient per length (shaded: {100 * mass:.0f}%)")
     for ax in (ax_n, ax_g, ax_t):
         ax.legend(fontsize=7)
+    fig.tight_layout()
     return figures.save(fig, path)

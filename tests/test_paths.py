@@ -289,6 +289,7 @@ def test_summary_by_hand():
     assert [row["grad_std"] for row in r["rows"]] == [0.0] * 5
     assert (r["window"]["first"], r["window"]["last"]) == (0, 2)  # 4.5 / 5.0625 = 0.889 >= 0.8
     assert r["window"]["paths_fraction"] == pytest.approx(11 / 16)
+    assert r["window"]["peak"] == 1 and r["window"]["mean_length"] == pytest.approx(6.75 / 5.0625)
     assert [row["unit_grad_share"] for row in r["rows"]] == pytest.approx([c / 16 for c in (1, 4, 6, 4, 1)])
     assert (r["unit_window"]["first"], r["unit_window"]["last"]) == (1, 3)  # 14 / 16 >= 0.8
     assert P.summarise(sampled, mass=0.9)["window"]["last"] == 3  # 5 / 5.0625

@@ -117,7 +117,8 @@ def _render(results: list[dict], fig_path: Path) -> None:
             f"{r['label']}, {r['state']} ({r['run']}): {r['n']} units with a shortcut, {r['samples']} samples per length",
             ["length", "log10 paths", "grad/path", "std", "total %", "unit grad/path", "unit total %"], rows,
             caption=f"{100 * r['mass']:.0f}% of the total gradient at the input: lengths {w['first']}-{w['last']} "
-                    f"({100 * w['paths_fraction']:.3g}% of all paths); at the first unit: {uw['first']}-{uw['last']}"))
+                    f"({100 * w['paths_fraction']:.3g}% of all paths), peak {w['peak']}, mean {w['mean_length']:.1f} "
+                    f"(all paths: {r['fixed'] + r['n'] / 2:g}); at the first unit: {uw['first']}-{uw['last']}"))
         if r["n"] == 0:
             con.print(f"{r['label']} has no shortcuts: one path, through all {r['fixed']} units")
     con.print(PAPER)

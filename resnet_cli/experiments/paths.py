@@ -289,6 +289,8 @@ def summarise(sampled: dict, mass: float = MASS) -> dict:
         lo, hi, carried = shortest_window(shares, mass)
         log_window_paths = logsumexp(log_paths[lo:hi + 1])
         windows[where] = {"first": lo + fixed, "last": hi + fixed, "carried": carried,
+                          "peak": max(range(n + 1), key=lambda k: shares[k]) + fixed,
+                          "mean_length": math.fsum(sh * (k + fixed) for k, sh in enumerate(shares)),
                           "paths_fraction": math.exp(log_window_paths - n * math.log(2)),
                           "log_paths": log_window_paths}
         for k, (st, lt, sh) in enumerate(zip(stats, log_total, shares)):

@@ -94,7 +94,7 @@ def gradnorm(
 def _named_specs(specs: list[str], variants: list[str], base: str | None, overrides, sets) -> list[tuple[str, Any]]:
     from .. import spec as spec_mod
     from ..errors import UserError
-    from ..experiments.gradnorm import variant_tree
+    from ..experiments.gradnorm.norms import variant_tree
 
     if not specs and not variants:
         variants = list(DEFAULT_VARIANTS)
@@ -125,7 +125,7 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
 
     from .. import data as data_mod
     from .. import output
-    from ..experiments import gradnorm as gn
+    from ..experiments.gradnorm import norms
 
     log = output.stderr()
     cache: dict[str, Any] = {}
@@ -141,11 +141,11 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
         log.print(f"gradnorm: {name}: {s.model.family} depth {s.model.depth}, unit {s.model.unit}, "
                   f"shortcut {s.model.shortcut.kind}, {steps} step(s) of batch {s.optim.batch_size} "
                   f"on {s.data.dataset}")
-        results.append(gn.measure_spec(name, s, steps, data=cache[key]))
+        results.append(norms.measure_spec(name, s, steps, data=cache[key]))
     fig_path = Path(out) if out else Path("gradnorm.png")
-    gn.figure(results, fig_path)
+    norms.figure(results, fig_path)
     if fmt is output.Format.JSON:
-        for row in gn.rows(results):
+        for row in norms.rows(results):
             output.emit(row)
     else:
         con = output.stdout()
@@ -157,7 +157,7 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
 
 def _summary_table(results, steps: int):
     from .. import output
-    from ..experiments.gradnorm import summary_row
+    from ..experiments.gradnorm.norms import summary_row
 
     def sci(v):
         return "-" if v is None else f"{v:.1e}"
@@ -204,16 +204,16 @@ def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
     import torch
 
     from .. import output
-    from ..experiments import gradnorm as gn
+    from ..experiments.gradnorm import jacobian
 
     torch.set_num_threads(1)  # single-channel 8x8 convolutions: more threads only add overhead
 
     output.stderr().print(f"gradnorm --jacobian: stacks of {', '.join(map(str, sorted(set(blocks))))} "
                           f"conv-ReLU-conv blocks on one 8x8 digit, kernel std {', '.join(map(str, stds))}, "
                           f"seed {seed}, float64 power iteration")
-    results = gn.toy_gains(blocks=blocks, stds=stds, seed=seed)
+    results = jacobian.toy_gains(blocks=blocks, stds=stds, seed=seed)
     for r in results:
-        seed_fig = gn.SEED_GAINS.get((r["net"], r["kernel_std"])) if r["blocks"] == 30 else None
+        seed_fig = jacobian.SEED_GAINS.get((r["net"], r["kernel_std"])) if r["blocks"] == 30 else None
         r["seed_gain"] = seed_fig
     if fmt is output.Format.JSON:
         for r in results:
@@ -237,7 +237,7 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
 
     from .. import output
     from ..errors import UserError
-    from ..experiments import gradnorm as gn
+    from ..experiments.gradnorm import layer_responses
     from ..experiments.trained import pick_device
 
     if split not in ("train", "val", "test"):
@@ -246,12 +246,12 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
     runs = []
     for path in run_dirs:
         output.stderr().print(f"gradnorm --responses: {path} ({split} split)")
-        runs.append(gn.responses(path, split=split, device=dev))
+        runs.append(layer_responses.responses(path, split=split, device=dev))
     labels = [r["label"] for r in runs]
     for r in runs:
         r["name"] = r["label"] if labels.count(r["label"]) == 1 else f"{r['label']} ({Path(r['run']).name})"
     fig_path = Path(out) if out else (Path(run_dirs[0]) / "responses.png" if len(runs) == 1 else Path("responses.png"))
-    gn.responses_figure(runs, fig_path)
+    layer_responses.responses_figure(runs, fig_path)
     if fmt is output.Format.JSON:
         for r in runs:
             for layer in r["layers"]:

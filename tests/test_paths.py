@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from resnet_cli import spec as S
 from resnet_cli.cli import app
+from resnet_cli.errors import UserError
 from resnet_cli.experiments import paths as P
 from resnet_cli.model import build_model
 from resnet_cli.model.nets import ResNet
@@ -306,6 +307,15 @@ def test_sampling_restores_the_model():
         torch.testing.assert_close(v, state[k], rtol=0, atol=0)  # BN running statistics too
     again = P.sample_gradients(model, batches, samples=3, seed=0)
     assert again["input"] == sampled["input"]  # seeded: the same unit sets
+
+
+def test_a_diverged_net_is_one_error():
+    model = cifar_model().eval()
+    with torch.no_grad():
+        model.fc.weight[0, 0] = float("nan")
+    train = type("Split", (), {"x": torch.randn(8, 3, 8, 8), "y": torch.arange(8), "__len__": lambda self: 8})()
+    with pytest.raises(UserError, match="not finite"):
+        P.study(model, train, label="x", source="run", state="trained", batch_size=4, samples=1)
 
 
 def json_lines(r):

@@ -52,6 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import UserError
 from ..model.shortcuts import NoShortcut
 
 MASS = 0.9  # the share of the total gradient the reported window of lengths carries
@@ -325,7 +326,10 @@ def study(model: nn.Module, train, *, label: str, source: str, state: str, batch
     batches = training_batches(train, batch_size, min(samples, max(1, len(train) // batch_size)), device, seed)
     if log:
         log(f"{label} ({state}): {samples} samples of every path length, batch {batch_size}")
-    result = summarise(sample_gradients(model, batches, samples, seed=seed, log=log), mass)
+    sampled = sample_gradients(model, batches, samples, seed=seed, log=log)
+    if not all(math.isfinite(v) for per_k in sampled["input"] for v in per_k):
+        raise UserError(f"{source}: the gradient is not finite (NaN or Inf weights or loss; a diverged run?)")
+    result = summarise(sampled, mass)
     result.update({"label": label, "run": source, "state": state, "samples": samples, "batch_size": batch_size,
                    "seed": seed, "wall_s": time.perf_counter() - tick})
     return result

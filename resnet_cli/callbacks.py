@@ -25,7 +25,7 @@ class Callback:
 
 
 class GradNormCallback(Callback):
-    """Per-layer gradient norms every `every` steps, after backward() and before step() (STYLE 6).
+    """Per-layer gradient norms every `every` steps, after backward() and before step().
 
     Measures steps 1, every + 1, 2 every + 1, ... (step 1 is the net at initialisation). Each record,
     `{"event": "grad_norm", "iter": n, "weights": {layer: norm}, "inputs": [||dE/dx_0||, ...]}`, is

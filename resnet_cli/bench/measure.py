@@ -174,6 +174,15 @@ def _baseline_model(spec, device):
     return baseline.resnet_cifar(m.depth, m.block, tuple(m.widths), m.num_classes or 10).to(device)
 
 
+def _same_threads(spec) -> None:
+    """The baseline runs with the thread count ours is given (run.threads, `--threads`), so a ratio
+    compares the code, not the thread counts; 0 leaves torch's default, as a public script has it."""
+    import torch
+
+    if spec.run.threads:
+        torch.set_num_threads(spec.run.threads)
+
+
 def _train_baseline(job: dict) -> dict:
     """The loop of a typical public CIFAR script, step for step."""
     import torch
@@ -183,6 +192,7 @@ def _train_baseline(job: dict) -> dict:
     from .. import spec as spec_mod
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
+    _same_threads(spec)
     warmup, steps, bs, device = job["warmup"], job["steps"], spec.optim.batch_size, torch.device(job["device"])
     images, labels = _images_for(spec, spec.optim.iters * bs)
     aug = spec.data.augment
@@ -244,6 +254,7 @@ def _data_baseline(job: dict) -> dict:
     from .. import spec as spec_mod
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
+    _same_threads(spec)
     warmup, steps, bs, device = job["warmup"], job["steps"], spec.optim.batch_size, torch.device(job["device"])
     images, labels = _images_for(spec, (warmup + steps) * bs)
     start_rss = _memory_now()[0]

@@ -1,7 +1,7 @@
 """A trained run, loaded back for analysis: its resolved spec, its model with the last checkpoint's
 weights, and its data. Lesion and landscape studies start here.
 
-Reports read only the run directory (STYLE 7): spec.yaml says what the net is, checkpoint.pt holds
+Reports read only the run directory: spec.yaml says what the net is, checkpoint.pt holds
 the weights of the last completed step. Everything the user can get wrong about a run directory
 (missing, no spec.yaml, no checkpoint, a corrupt or foreign checkpoint, weights that do not fit
 the spec) is one `UserError` line, exit code 2.
@@ -99,11 +99,12 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> Trained:
         raise UserError(f"{p / CHECKPOINT}: weights do not fit the net in {SPEC}: "
                         f"{str(exc).splitlines()[0][:160]}") from None
     model.to(dev).eval()
+    runtime_for(dev)  # fp32 without TF32 on CUDA for every analysis of the run (landscape, responses, lesion)
     return Trained(path=p, spec=spec, model=model, data=loaded, device=dev)
 
 
 def runtime_for(device: torch.device):
     """Analyses run in fp32 (a landscape in bf16 would be bf16 rounding noise) and NCHW."""
-    from ..runtime import Runtime
+    from ..runtime import analysis_runtime
 
-    return Runtime(device=device, bf16=False, channels_last=False)
+    return analysis_runtime(device)

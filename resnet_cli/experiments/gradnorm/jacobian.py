@@ -50,7 +50,7 @@ def _power_iteration(f, x, iters, tol, generator, jvp, vjp) -> float:
 
 
 def toy_image(generator: torch.Generator, noise: float = 0.01) -> torch.Tensor:
-    """The seed's input: scikit-learn digit 3 (pixels / 16) plus faint noise, so that no
+    """The article's input: scikit-learn digit 3 (pixels / 16) plus faint noise, so that no
     pre-activation sits exactly on ReLU's kink. (8, 8) float64."""
     from sklearn.datasets import load_digits
 
@@ -75,7 +75,7 @@ def toy_stack(kernels: torch.Tensor, residual: bool) -> Callable[[torch.Tensor],
 
 def toy_gains(blocks: Iterable[int] = (30,), stds: Iterable[float] = (0.1, 0.3), seed: int = 0,
               iters: int = 500) -> list[dict[str, Any]]:
-    """Plain vs residual gain of the seed's toy for each kernel std and stack length. The same kernels
+    """Plain vs residual gain of the "Residual Connection" article's toy for each kernel std and stack length. The same kernels
     serve both nets; a longer stack extends a shorter one (kernels drawn once per std, for max N)."""
     blocks = sorted(set(blocks))
     g = torch.Generator().manual_seed(seed)
@@ -91,5 +91,5 @@ def toy_gains(blocks: Iterable[int] = (30,), stds: Iterable[float] = (0.1, 0.3),
     return out
 
 
-# The seed's figures for 30 blocks (SCIENCE.md sec. 6), shown beside ours.
+# The "Residual Connection" article's figures for its digits toy of 30 blocks, shown beside ours.
 SEED_GAINS = {("plain", 0.1): 2.4e-39, ("residual", 0.1): 1.7, ("plain", 0.3): 1.0e-15, ("residual", 0.3): 81.0}

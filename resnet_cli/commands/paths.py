@@ -1,0 +1,125 @@
+"""`resnet paths`: which path lengths carry the gradient (Veit et al. 2016 sec. 5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..cli import command
+from . import common
+
+Sources = Annotated[list[str], typer.Argument(metavar="RUN_DIR|SPEC",
+    help="Run directories of trained nets (resnet train --out DIR); with --init also spec files or bundled configs.")]
+Init = Annotated[bool, typer.Option("--init",
+    help="Measure the nets at initialisation: a run directory's spec (or a SPEC), fresh weights from run.seed.")]
+WithInit = Annotated[bool, typer.Option("--with-init",
+    help="Beside each trained run, its net at initialisation (weights drawn from its run.seed): one table, one figure.")]
+Samples = Annotated[int, typer.Option("--samples", min=1,
+    help="Samples per path length: each a training batch and a fresh random set of k units (Veit et al.: 1,000).")]
+Mass = Annotated[float, typer.Option("--mass",
+    help="Report the shortest window of path lengths that carries this share of the total gradient.")]
+BatchSize = Annotated[int | None, typer.Option("--batch-size", min=1,
+    help="Images per batch (default: the spec's optim.batch_size).")]
+Seed = Annotated[int, typer.Option("--seed", min=0, help="Seed of the batches and of the random unit sets.")]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+FigOut = Annotated[str | None, typer.Option("--out",
+    help="Figure path (PNG). Default: RUN_DIR/paths.png for one run directory, ./paths.png otherwise.")]
+
+PAPER = ("Veit et al. 2016, ResNet-110 on CIFAR-10 (54 units): almost all of the gradient comes from paths "
+         "5-17 units long, 0.45% of all paths.")
+
+
+@command()
+def paths(sources: Sources, init: Init = False, with_init: WithInit = False, samples: Samples = 50, mass: Mass = 0.9,
+          batch_size: BatchSize = None, seed: Seed = 0, device: Device = "auto", set_: common.Set = None,
+          out: FigOut = None, json_: common.Json = False) -> None:
+    """Gradient carried by paths of each length: backward through k units' branches, the other units' shortcuts."""
+    from .. import output
+    from ..errors import UserError
+    from ..experiments import paths as paths_mod
+    from ..experiments.trained import check_dir, pick_device
+
+    fmt = output.choose(json_)
+    if not 0 < mass <= 1:
+        raise UserError(f"--mass {mass}: give a share of the total gradient in (0, 1], e.g. 0.9")
+    if init and with_init:
+        raise UserError("--init measures the nets at initialisation only; --with-init adds them beside trained "
+                        "runs: give one")
+    if set_ and not init:
+        raise UserError("--set changes the spec of a net at initialisation: give it with --init")
+    if not init:
+        for p in sources:
+            check_dir(p)  # every bad directory is reported before any work starts
+    dev = pick_device(device)
+    states = [True] if init else [False, True] if with_init else [False]
+    nets = [(at_init, *_load(s, at_init, set_ or [], dev)) for s in sources for at_init in states]
+    results = []
+    for at_init, label, source, model, spec, data in nets:
+        if data.train is None:
+            raise UserError(f"{source}: paths needs in-memory data (digits, synthetic, cifar); "
+                            f"{spec.data.dataset} image folders are not supported")
+        results.append(paths_mod.study(model, data.train, label=label, source=source,
+                                       state="init" if at_init else "trained",
+                                       batch_size=batch_size or spec.optim.batch_size, samples=samples, mass=mass,
+                                       seed=seed, device=dev, log=output.info))
+    single_dir = len(sources) == 1 and Path(sources[0]).is_dir()
+    fig_path = Path(out) if out else (Path(sources[0]) / "paths.png" if single_dir else Path("paths.png"))
+    paths_mod.figure(results, fig_path)
+    if fmt is output.Format.JSON:
+        for r in results:
+            head = {"run": r["run"], "label": r["label"], "state": r["state"]}
+            for row in r["rows"]:
+                output.emit({"event": "paths_k", **head, **row})
+            output.emit({"event": "paths_summary", **head, "units": r["n"] + r["fixed"], "routable": r["n"],
+                         "mass": r["mass"], "window": r["window"], "unit_window": r["unit_window"],
+                         "full_grad": r["full_grad"], "full_unit_grad": r["full_unit_grad"],
+                         "samples": r["samples"], "batch_size": r["batch_size"], "seed": r["seed"],
+                         "wall_s": r["wall_s"]})
+        output.emit({"event": "figure", "path": str(fig_path)})
+        return
+    _render(results, fig_path)
+
+
+def _load(source: str, init: bool, sets: list[str], device):
+    """(label, source, model, spec, data) for a trained run, or for a net at initialisation."""
+    import torch
+
+    from .. import data as data_mod
+    from .. import spec as spec_mod
+    from ..experiments.trained import check_dir, load_run, run_label
+    from ..model import build_model
+    from ..rundir import SPEC
+
+    if not init:
+        t = load_run(source, device)
+        return t.label, str(t.path), t.model, t.spec, t.data
+    p = Path(source)
+    spec_file = str(check_dir(p) / SPEC) if p.is_dir() else source
+    spec = spec_mod.build(spec_file, [], sets)
+    data = data_mod.load(spec.data)
+    torch.manual_seed(spec.run.seed)  # as `resnet train` draws its initial weights
+    model = build_model(spec.model, data.in_channels, spec.model.num_classes or data.num_classes).to(device)
+    return run_label(spec), source, model, spec, data
+
+
+def _render(results: list[dict], fig_path: Path) -> None:
+    from .. import output
+
+    con = output.stdout()
+    for r in results:
+        rows = [(str(row["length"]), f"{row['log_paths'] / 2.302585092994046:.1f}",
+                 f"{row['grad_mean']:.3g}", f"{row['grad_std']:.2g}", f"{100 * row['grad_share']:.1f}",
+                 f"{row['unit_grad_mean']:.3g}", f"{100 * row['unit_grad_share']:.1f}") for row in r["rows"]]
+        w, uw = r["window"], r["unit_window"]
+        con.print(output.table(
+            f"{r['label']}, {r['state']} ({r['run']}): {r['n']} units with a shortcut, {r['samples']} samples per length",
+            ["length", "log10 paths", "grad/path", "std", "total %", "unit grad/path", "unit total %"], rows,
+            caption=f"{100 * r['mass']:.0f}% of the total gradient at the input: lengths {w['first']}-{w['last']} "
+                    f"({100 * w['paths_fraction']:.3g}% of all paths), peak {w['peak']}, mean {w['mean_length']:.1f} "
+                    f"(all paths: {r['fixed'] + r['n'] / 2:g}); at the first unit: {uw['first']}-{uw['last']}"))
+        if r["n"] == 0:
+            con.print(f"{r['label']} has no shortcuts: one path, through all {r['fixed']} units")
+    con.print(PAPER)
+    output.info(f"figure: {fig_path}")

@@ -205,3 +205,20 @@ def test_code_paths_named_in_the_docs_exist():
             if not (ROOT / path).exists():
                 stale.append(f"{page.name}: {path}")
     assert not stale
+
+
+def test_the_spec_reference_lists_every_field():
+    """docs/spec.md's annotated YAML names every field the schema has, and none it lacks."""
+    import yaml
+
+    from resnet_cli.spec import Spec, to_tree
+
+    def keys(tree: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for k, v in tree.items():
+            out |= keys(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}"}
+        return out
+
+    text = (DOCS / "spec.md").read_text(encoding="utf-8")
+    documented = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1))
+    assert keys(documented) == keys(to_tree(Spec()))

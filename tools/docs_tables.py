@@ -136,8 +136,11 @@ def machine() -> str:
 
 
 def _commit() -> str:
+    """The commit measured; `+changes` when the working tree differed from it (outside docs/ and runs/)."""
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!docs", ":!runs"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return (out.stdout.strip() or "unknown") + ("+changes" if dirty else "")
 
 
 def run_job(job: Job) -> bool:
@@ -220,7 +223,9 @@ def _sections() -> list[Section]:
                 commands="`resnet lesion runs/docs/residual26-sS --compare runs/docs/plain26-sS --json` for S = 0, 1, 2"),
         Section("lesion-56", "lesion.md", ("lesion-56-s0",), lambda o: R.lesion_summary_table([(0, o["lesion-56-s0"])])),
         Section("landscape", "landscape.md", tuple(f"landscape-{k}" for k in LANDSCAPES),
-                lambda o: R.landscape_table([r for k in LANDSCAPES for r in o[f"landscape-{k}"]])),
+                lambda o: R.landscape_table([r for k in LANDSCAPES for r in o[f"landscape-{k}"]]),
+                commands="`resnet landscape runs/docs/residualD-s0 runs/docs/plainD-s0 --dims N --range -1 1 --points P "
+                         "--out docs/figures/landscape-digits-D-Nd.png --json` for the four grids in the table"),
         Section("ablate-times", "ablate.md", tuple(f"ablate-{s}" for s in STUDIES),
                 lambda o: R.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
                 target="docs-studies"),

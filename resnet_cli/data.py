@@ -522,10 +522,12 @@ class Batches:
     def __len__(self) -> int:
         return len(self.y)
 
-    def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Batches start..iters_per_epoch-1 of `epoch`, bitwise the same whatever `start` is."""
+    def epoch(self, epoch: int, start: int = 0, order: torch.Tensor | None = None
+              ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Batches start..iters_per_epoch-1 of `epoch`, bitwise the same whatever `start` is. `order`:
+        a permutation drawn by the caller (`data.shuffle: global`); None: `epoch_order`."""
         _check_start(start, self.iters_per_epoch)
-        order = epoch_order(len(self), self.seed, epoch).to(self.device)
+        order = (epoch_order(len(self), self.seed, epoch) if order is None else order).to(self.device)
         for i in range(start, self.iters_per_epoch):
             idx = shard_of(order[i * self.batch_size:(i + 1) * self.batch_size], self.shard)
             y = self.y[idx]

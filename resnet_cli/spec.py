@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from . import yamlio
 from .errors import UserError
+from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
+    CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, units_per_stage,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Names. Each tuple is the set of valid values; model/ registers one class per name.
@@ -31,17 +34,6 @@ DATASETS = ("digits", "synthetic", "cifar10", "cifar100", "imagenet")
 # (input channels, classes) of each dataset, known without loading it (dry runs, param counts).
 DATASET_SHAPES = {"digits": (1, 10), "cifar10": (3, 10), "cifar100": (3, 100), "imagenet": (3, 1000)}
 
-# ImageNet nets: units per stage and block kind (He 2016a Table 1; 200 from He 2016b).
-IMAGENET_LAYOUTS: dict[int, tuple[str, tuple[int, ...]]] = {
-    18: ("basic", (2, 2, 2, 2)),
-    34: ("basic", (3, 4, 6, 3)),
-    50: ("bottleneck", (3, 4, 6, 3)),
-    101: ("bottleneck", (3, 4, 23, 3)),
-    152: ("bottleneck", (3, 8, 36, 3)),
-    200: ("bottleneck", (3, 24, 36, 3)),
-}
-# CIFAR depths at which the papers used bottleneck units (He 2016b: ResNet-164 and ResNet-1001).
-CIFAR_BOTTLENECK_DEPTHS = (164, 1001)
 DEFAULT_WIDTHS = {"cifar": (16, 32, 64), "imagenet": (64, 128, 256, 512), "digits": (16,)}
 
 
@@ -64,6 +56,10 @@ class ShortcutSpec(_Section):
     # one gate per channel, a lighter design for studies of gate design.
     gate: Literal["conv", "channel"] = "conv"
     dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.5
+    # He 2016b sec. 3.1: the dropout shortcut "imposes a scale of lambda with an expectation of 0.5":
+    # a Bernoulli mask with no 1/(1-p) rescaling in training, x * (1-p) at test time (the original
+    # dropout). true: inverted dropout (nn.Dropout), whose expectation is x.
+    dropout_rescale: bool = False
 
 
 class ModelSpec(_Section):
@@ -83,6 +79,10 @@ class ModelSpec(_Section):
     zero_init_last_bn: bool = False
     # He 2016a puts a bottleneck's stride in its first 1x1; torchvision ("v1.5") in the 3x3.
     bottleneck_stride: Literal["1x1", "3x3"] = "1x1"
+    # he: He et al. 2015 for every conv (fan_out, as the authors' Torch code), BN gamma 1 / beta 0,
+    # fc bias 0. torch_default: PyTorch's own layer init, as the "Residual Connection" article's
+    # digits experiment builds its nets.
+    init: Literal["he", "torch_default"] = "he"
     # None: the dataset's number of classes.
     num_classes: Annotated[int, Field(ge=2)] | None = None
 
@@ -115,6 +115,11 @@ class DataSpec(_Section):
     train_subset: Annotated[int, Field(ge=2)] | None = None
     test_subset: Annotated[int, Field(ge=1)] | None = None
     synthetic: SyntheticSpec = SyntheticSpec()
+    # keyed: each epoch's order is a pure function of (run.seed, epoch), its own stream. global: one
+    # torch.randperm per epoch from the global generator that run.seed also initialised the weights
+    # from, as the "Residual Connection" article's digits code draws it (to rerun its runs exactly).
+    # Both resume exactly.
+    shuffle: Literal["keyed", "global"] = "keyed"
     image_size: Annotated[int, Field(ge=32)] = 224  # ImageNet folders only
     workers: Annotated[int, Field(ge=0)] = 4  # ImageNet folders only
 
@@ -207,65 +212,11 @@ class Spec(_Section):
         return self
 
 
-# ---------------------------------------------------------------------------------------------
-# Depth rules
-
-
-def _nearest(depth: int, base: int, step: int) -> str:
-    below = max(base + step, depth - (depth - base) % step)
-    above = below + step if below < depth else below
-    near = sorted({below, above} - {depth})
-    return " or ".join(str(d) for d in near)
-
-
-def check_depth(model: ModelSpec) -> None:
-    """Raise ValueError naming the nearest valid depths when a depth cannot be built."""
-    d = model.depth
-    if model.family == "imagenet":
-        if d not in IMAGENET_LAYOUTS:
-            raise ValueError(f"model.depth {d} is not an ImageNet ResNet; valid: {', '.join(map(str, IMAGENET_LAYOUTS))}")
-        return
-    if model.family == "digits":
-        if d < 4 or d % 2:
-            raise ValueError(f"model.depth {d} is not 2n+2 with n >= 1 for the digits net; nearest: {_nearest(d, 2, 2)}")
-        return
-    block = resolve_block(model)
-    if block == "basic" and (d < 8 or (d - 2) % 6):
-        hint = " (or block: bottleneck)" if d >= 11 and (d - 2) % 9 == 0 else ""
-        raise ValueError(f"model.depth {d} is not 6n+2 for basic CIFAR units; nearest: {_nearest(d, 2, 6)}{hint}")
-    if block == "bottleneck" and (d < 11 or (d - 2) % 9):
-        raise ValueError(f"model.depth {d} is not 9n+2 for bottleneck CIFAR units; nearest: {_nearest(d, 2, 9)}")
-
-
 def shape_of(data: DataSpec) -> tuple[int, int]:
     """(input channels, classes) of the spec's dataset."""
     if data.dataset == "synthetic":
         return data.synthetic.channels, data.synthetic.classes
     return DATASET_SHAPES[data.dataset]
-
-
-def resolve_block(model: ModelSpec) -> str:
-    """The papers' block for a depth when the spec leaves it open."""
-    if model.block is not None:
-        return model.block
-    if model.family == "imagenet":
-        return IMAGENET_LAYOUTS.get(model.depth, ("basic", ()))[0]
-    if model.family == "digits":
-        return "basic"
-    d = model.depth
-    if d in CIFAR_BOTTLENECK_DEPTHS or ((d - 2) % 6 and not (d - 2) % 9):
-        return "bottleneck"
-    return "basic"
-
-
-def units_per_stage(model: ModelSpec) -> tuple[int, ...]:
-    """Residual units in each stage: 6n+2 basic, 9n+2 bottleneck, 2n+2 digits, table for ImageNet."""
-    if model.family == "imagenet":
-        return IMAGENET_LAYOUTS[model.depth][1]
-    if model.family == "digits":
-        return ((model.depth - 2) // 2,)
-    per_unit = 3 if resolve_block(model) == "bottleneck" else 2
-    return ((model.depth - 2) // (3 * per_unit),) * 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,7 +350,7 @@ def resolve(spec: Spec) -> Spec:
     model = m.model_copy(update={
         "block": resolve_block(m),
         "widths": list(m.widths) if m.widths is not None else list(DEFAULT_WIDTHS[m.family]),
-        "downsample": m.downsample or ("B" if m.family == "imagenet" else "A"),
+        "downsample": resolve_downsample(m),
     })
     n_stages = len(units_per_stage(model))
     if len(model.widths) != n_stages:

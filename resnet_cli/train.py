@@ -113,6 +113,10 @@ class Trainer:
         self.iters_per_epoch = self.batches.iters_per_epoch
         self.total = schedule.total_iters(o, self.iters_per_epoch)
         self.p = Progress()
+        self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
+        if spec.data.shuffle == "global" and self.dist.active:
+            raise UserError("data.shuffle global draws each epoch's order from one process's global generator; "
+                            "under torchrun use data.shuffle: keyed")
         self.status = "running"
         # What the step calls: the module itself, or its DDP wrapper, optionally compiled.
         # Checkpoints, evaluation and callbacks always use the plain module.
@@ -127,6 +131,7 @@ class Trainer:
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "progress": {k: getattr(p, k) for k in Progress.__dataclass_fields__},
             "rng": ckpt.rng_state(), "spec": to_tree(self.spec),
+            "order": {"epoch": self.order_epoch, "perm": self.order},
         }
 
     def save(self) -> None:
@@ -146,6 +151,8 @@ class Trainer:
             raise UserError(f"checkpoint does not fit this model: {str(exc).splitlines()[0][:200]}") from None
         self.p = Progress(**state["progress"])
         ckpt.set_rng_state(state["rng"])
+        order = state.get("order") or {}
+        self.order, self.order_epoch = order.get("perm"), order.get("epoch", -1)
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -175,7 +182,7 @@ class Trainer:
         seen = 0
         tick = time.perf_counter()
         every = self.spec.train.checkpoint_every
-        for x, y in self.batches.epoch(p.epoch, start=p.step):
+        for x, y in self.batches.epoch(p.epoch, start=p.step, order=self._global_order()):
             loss, out = self._step(x, y)
             acc[0] += loss.detach() * len(y)
             acc[1] += (out.argmax(1) == y).sum()
@@ -210,6 +217,16 @@ class Trainer:
         p.elapsed += time.perf_counter() - tick
         self._fold(acc, seen)
         self._end_epoch()
+
+    def _global_order(self) -> torch.Tensor | None:
+        """`data.shuffle: global`: this epoch's torch.randperm from the global generator, drawn once at
+        the epoch's start (after the init on the same stream, as the "Residual Connection" article's
+        digits code) and kept in checkpoints, so a run resumed mid-epoch continues the same order."""
+        if self.spec.data.shuffle != "global":
+            return None
+        if self.order_epoch != self.p.epoch:
+            self.order, self.order_epoch = torch.randperm(len(self.batches)), self.p.epoch
+        return self.order
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         self.lr = self.set_lr()

@@ -1,4 +1,4 @@
-"""`resnet degrade` on tiny grids: the JSON schema, reuse of finished runs, the twins, the bar."""
+"""`resnet degrade` on tiny grids: the JSON schema, reuse of finished runs, the twins, the article's findings."""
 
 import json
 
@@ -117,7 +117,9 @@ def test_first_layer_grad_norm_matches_a_hand_computed_step():
     record = D.train_one(spec, data)
     torch.manual_seed(spec.run.seed)
     model = build_model(spec.model, 1, 10)
-    x, y = next(iter(data_mod.batches_for(data, "train", 64, "none", 0, "cpu", spec.run.seed).epoch(0)))
+    batches = data_mod.batches_for(data, "train", 64, "none", 0, "cpu", spec.run.seed)
+    # data.shuffle: global (the article's stream): the first order is the next draw after the init
+    x, y = next(iter(batches.epoch(0, order=torch.randperm(len(batches)))))
     F.cross_entropy(model(x), y).backward()
     assert record["grad_norm_first_layer"] == pytest.approx(model.stem[0].weight.grad.norm().item(), rel=1e-4)
 
@@ -128,9 +130,12 @@ def _summary(net, depth, acc, grad, dataset="digits"):
     return D.summarise(recs)[0]
 
 
-def test_bar():
-    ok = D.bar([_summary("plain", 26, 0.6, 3.0), _summary("residual", 26, 0.98, 0.6)])
-    assert [c["ok"] for c in ok] == [True, True, True]
-    bad = D.bar([_summary("plain", 26, 0.85, 1.0), _summary("residual", 26, 0.9, 0.6)])
-    assert [c["ok"] for c in bad] == [False, False, False]
-    assert D.bar([_summary("plain", 8, 0.6, 3.0)]) is None
+def test_findings():
+    # The article's criteria by hand: plain-26 median < 0.68, residual-26 > 0.95, norms within
+    # 1.9-3.2 (plain) and 0.4-0.7 (residual).
+    ok = D.findings([_summary("plain", 26, 0.6, 3.0), _summary("residual", 26, 0.98, 0.6)])
+    assert [f["reproduced"] for f in ok] == [True, True, True, True]
+    assert ok[0]["article"] == 0.56 and ok[0]["article_range"] == (0.395, 0.834)
+    bad = D.findings([_summary("plain", 26, 0.70, 1.0), _summary("residual", 26, 0.9, 0.8)])
+    assert [f["reproduced"] for f in bad] == [False, False, False, False]
+    assert D.findings([_summary("plain", 8, 0.6, 3.0)]) is None

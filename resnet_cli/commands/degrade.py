@@ -19,7 +19,7 @@ _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc
 def degrade(
     spec_file: Annotated[str | None, typer.Argument(
         metavar="SPEC", help="A degrade config (spec + `degrade:` section) or any spec file / bundled config as the base. "
-             "Default: degrade/digits-8-26, the seed's experiment (8 and 26 layers, 10 seeds, 6 epochs).")] = None,
+             "Default: degrade/digits-8-26, the Residual Connection article's experiment (8 and 26 layers, 10 seeds, 6 epochs).")] = None,
     depths: Annotated[list[str] | None, typer.Option(
         "--depths", help="Depths to compare: 8,26 (or repeat the flag). Default: the config's.")] = None,
     seeds: Annotated[str | None, typer.Option(
@@ -87,19 +87,23 @@ def degrade(
                   "to continue")
         raise
     summaries = deg.summarise(records)
-    bar = deg.bar(summaries)
+    found = deg.findings(summaries)
     figure = deg.figure(records, out_dir / deg.FIGURE_FILE)
     wall = time.perf_counter() - start
-    _write_result(out_dir / deg.RESULT_FILE, plan, summaries, bar, wall)
+    _write_result(out_dir / deg.RESULT_FILE, plan, summaries, found, wall)
     if fmt is output.Format.JSON:
         for s in summaries:
             output.emit(s)
     else:
         output.stdout().print(_table(summaries, plan))
-    if bar is not None:
-        for check in bar:
-            mark = "[green]pass[/]" if check["ok"] else "[red]FAIL[/]"
-            log.print(f"bar: {check['check']}: {output.fmt(check['value'], 3)}  {mark}")
+    if found is not None:
+        log.print(f"{deg.ARTICLE}'s findings on 8x8 digits, ours beside its figures:")
+        for f in found:
+            mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]"
+            article = "" if f["article"] is None else f"{f['article']:.2f}, "
+            lo, hi = f["article_range"]
+            log.print(f"  {f['finding']}: {f['measure']} {output.fmt(f['ours'], 2)} "
+                      f"(article: {article}10 seeds {lo:g}-{hi:g}; needs {f['criterion']})  {mark}")
     log.print(f"figure: {figure}   records: {out_dir / deg.RUNS_FILE}   wall time {wall:.0f} s")
 
 
@@ -129,7 +133,7 @@ class _EpochLine:
 
 
 def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | None) -> list[tuple[str, Any]]:
-    """--epochs/--iters change the length only: a base without lr steps (milestones: [], the seed's
+    """--epochs/--iters change the length only: a base without lr steps (milestones: [], the article's
     digits recipe) keeps none; otherwise the steps move to 50%/75% of the new length."""
     from ..errors import UserError
     from ..experiments.degrade import DEFAULT_CONFIG
@@ -152,13 +156,13 @@ def _seed_text(seeds: list[int]) -> str:
     return ",".join(map(str, seeds))
 
 
-def _write_result(path: Path, plan, summaries, bar, wall: float) -> None:
+def _write_result(path: Path, plan, summaries, found, wall: float) -> None:
     import json
 
     from ..rundir import git_commit, versions
 
     result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
-              "base_spec": plan.base, "summaries": summaries, "bar": bar, "wall_s": round(wall, 1),
+              "base_spec": plan.base, "summaries": summaries, "findings": found, "wall_s": round(wall, 1),
               "versions": versions(), "git_commit": git_commit(),
               "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     tmp = path.with_name(f".{path.name}.tmp")

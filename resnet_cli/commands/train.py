@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import errors, output
+from .. import errors, output, schedule
 from ..cli import command
 from ..errors import UserError
 from . import common
@@ -170,6 +170,9 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
                     output.info(f"resuming {path} at iteration {trainer.p.iteration} (epoch {trainer.p.epoch + 1})")
         if d.is_main:
             _record_runtime(run_dir, trainer)
+            note = schedule.warmup_note(spec.optim, trainer.iters_per_epoch)
+            if note and not quiet:
+                output.info(f"[yellow]note[/]: {note}")
         summary = trainer.run()
         distributed.shutdown(clean=True)
     finally:

@@ -1,8 +1,9 @@
-"""The degradation problem, measured (He 2016a sec. 4.2 and Fig. 6; SCIENCE.md sec. 6).
+"""The degradation problem, measured (He 2016a sec. 4.2 and Fig. 6; the digits experiment of the
+"Residual Connection" article).
 
 Plain and residual twins (the same layers and parameters; only `model.shortcut.kind` differs) are
 trained at several depths over several seeds. Per run we keep the last epoch's training loss and
-accuracy (averaged over that epoch, as the seed reports them), the last epoch's test accuracy, the
+accuracy (averaged over that epoch, as the article reports them), the last epoch's test accuracy, the
 first conv's gradient norm at step 1, and a training-error curve; per (net, depth) the median and
 min-max over seeds with n. Nothing is selected on the test set.
 
@@ -33,24 +34,28 @@ NETS = ("plain", "residual")
 RUNS_FILE, RESULT_FILE, FIGURE_FILE = "runs.jsonl", "degrade.json", "degrade.png"
 DEFAULT_CONFIG = "degrade/digits-8-26"
 
-# Published figures shown beside ours, keyed (dataset, net, depth). Digits: the seed experiment over
-# 10 seeds (SCIENCE.md sec. 6; 8-layer accuracies and gradient norms are its seed-6 run). CIFAR-10:
-# He 2016a Table 6 test errors of ResNet-20/32/44/56 (Fig. 6 gives no table for the plain nets).
+# Published figures shown beside ours, keyed (dataset, net, depth). Digits: the degradation
+# experiment of the "Residual Connection" article (10 seeds; its 8-layer accuracies and gradient
+# norms are its printed seed-6 run). CIFAR-10: He 2016a Table 6 test errors of ResNet-20/32/44/56
+# (Fig. 6 gives no table for the plain nets).
+ARTICLE = "the Residual Connection article"
 REFERENCE: dict[tuple[str, str, int], dict[str, Any]] = {
-    ("digits", "plain", 8): {"train_acc": 0.986, "grad_norm_first_layer": 0.21, "source": "seed, seed 6"},
-    ("digits", "residual", 8): {"train_acc": 0.992, "grad_norm_first_layer": 0.26, "source": "seed, seed 6"},
+    ("digits", "plain", 8): {"train_acc": 0.986, "grad_norm_first_layer": 0.21, "source": f"{ARTICLE}, seed 6"},
+    ("digits", "residual", 8): {"train_acc": 0.992, "grad_norm_first_layer": 0.26, "source": f"{ARTICLE}, seed 6"},
     ("digits", "plain", 26): {"train_acc": 0.56, "train_acc_range": (0.395, 0.834),
-                              "grad_norm_first_layer_range": (1.9, 3.2), "source": "seed, 10 seeds"},
+                              "grad_norm_first_layer_range": (1.9, 3.2), "source": f"{ARTICLE}, 10 seeds"},
     ("digits", "residual", 26): {"train_acc": 0.98, "train_acc_range": (0.966, 0.988),
-                                 "grad_norm_first_layer_range": (0.4, 0.7), "source": "seed, 10 seeds"},
+                                 "grad_norm_first_layer_range": (0.4, 0.7), "source": f"{ARTICLE}, 10 seeds"},
     ("cifar10", "residual", 20): {"test_acc": 0.9125, "source": "He 2016a Table 6"},
     ("cifar10", "residual", 32): {"test_acc": 0.9249, "source": "He 2016a Table 6"},
     ("cifar10", "residual", 44): {"test_acc": 0.9283, "source": "He 2016a Table 6"},
     ("cifar10", "residual", 56): {"test_acc": 0.9303, "source": "He 2016a Table 6"},
 }
 
-# The issue's bar on the default digits experiment.
-BAR_PLAIN_MAX_ACC, BAR_RESIDUAL_MIN_ACC, BAR_GRAD_RATIO = 0.80, 0.95, 2.5
+# When a 26-layer digits run counts as showing the article's finding. Its plain-26 median is 0.56
+# over its 10 seeds (its own code re-run with torch 2.14.1: 0.62); a median below 0.68 is a
+# degraded net. Its residual-26 nets all end above 0.96. The step-1 norms must land in its ranges.
+PLAIN_DEGRADED_BELOW, RESIDUAL_FITS_ABOVE = 0.68, 0.95
 
 
 class Section(BaseModel):
@@ -301,23 +306,36 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def bar(summaries: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """The issue's bar, when the grid holds both 26-layer digits nets: plain median training accuracy
-    < 0.80, residual > 0.95, plain's median first-layer gradient norm at step 1 >= 2.5x residual's."""
+def findings(summaries: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The article's three findings, checked on our 26-layer digits nets (None when the grid has no
+    such pair): plain-26 degrades, residual-26 fits, and plain-26's first-conv gradient at step 1
+    is larger than residual-26's, not vanishing. Each carries our median beside the article's."""
     by = {(s["net"], s["depth"]): s for s in summaries}
     plain, res = by.get(("plain", 26)), by.get(("residual", 26))
-    if plain is None or res is None or (plain.get("reference") or {}).get("source", "").startswith("He"):
+    if plain is None or res is None or (plain.get("reference") or {}).get("source") != f"{ARTICLE}, 10 seeds":
         return None
+    p_ref, r_ref = plain["reference"], res["reference"]
+
+    def within(value: float | None, bounds: tuple[float, float]) -> bool:
+        return value is not None and bounds[0] <= value <= bounds[1]
+
     p_acc, r_acc = plain["train_acc_median"], res["train_acc_median"]
     p_g, r_g = plain["grad_norm_first_layer_median"], res["grad_norm_first_layer_median"]
-    ratio = p_g / r_g if (p_g is not None and r_g) else None
     return [
-        {"check": "plain-26 median training accuracy < 0.80", "value": p_acc,
-         "ok": p_acc is not None and p_acc < BAR_PLAIN_MAX_ACC},
-        {"check": "residual-26 median training accuracy > 0.95", "value": r_acc,
-         "ok": r_acc is not None and r_acc > BAR_RESIDUAL_MIN_ACC},
-        {"check": "plain-26 / residual-26 median first-layer grad norm >= 2.5", "value": ratio,
-         "ok": ratio is not None and ratio >= BAR_GRAD_RATIO},
+        {"finding": "plain-26 degrades", "measure": "median training accuracy", "ours": p_acc,
+         "article": p_ref["train_acc"], "article_range": p_ref["train_acc_range"],
+         "criterion": f"below {PLAIN_DEGRADED_BELOW}",
+         "reproduced": p_acc is not None and p_acc < PLAIN_DEGRADED_BELOW},
+        {"finding": "residual-26 fits", "measure": "median training accuracy", "ours": r_acc,
+         "article": r_ref["train_acc"], "article_range": r_ref["train_acc_range"],
+         "criterion": f"above {RESIDUAL_FITS_ABOVE}",
+         "reproduced": r_acc is not None and r_acc > RESIDUAL_FITS_ABOVE},
+        {"finding": "plain-26's step-1 gradient is larger, not vanishing", "measure": "median first-conv norm, plain",
+         "ours": p_g, "article": None, "article_range": p_ref["grad_norm_first_layer_range"],
+         "criterion": "within the article's range", "reproduced": within(p_g, p_ref["grad_norm_first_layer_range"])},
+        {"finding": "residual-26's step-1 gradient", "measure": "median first-conv norm, residual",
+         "ours": r_g, "article": None, "article_range": r_ref["grad_norm_first_layer_range"],
+         "criterion": "within the article's range", "reproduced": within(r_g, r_ref["grad_norm_first_layer_range"])},
     ]
 
 

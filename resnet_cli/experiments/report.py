@@ -9,7 +9,9 @@ runs) are grouped by their spec, seeds pooled, under the study name `runs`.
 
 Honest reporting (He 2016b reports medians of 5 runs): each row shows the median and mean ± std of
 the *last* epoch's test error over its completed seeds, with n; no epoch is ever chosen on the
-test set. A diverged run is the paper's "fail": it is counted, never averaged in.
+test set. A diverged run is counted, never averaged in. Where the study states the paper's fail
+rule (He 2016b Table 1: test error above 20%), a row whose median is past it is marked `fail` beside
+its number; `diverged` stays a status of its own.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class RunRecord:
     seed: int | None
     paper: float | str | None
     status: str  # completed | diverged | interrupted | unfinished | running | pending | error
+    fail_above: float | None = None
     test_error: float | None = None
     train_loss: float | None = None
     train_error: float | None = None
@@ -72,6 +75,14 @@ class RowStats:
     def std(self) -> float | None:
         return statistics.stdev(self.errors) if len(self.errors) >= 2 else None  # sample std (n - 1)
 
+    def fails(self, threshold: float | None) -> bool | None:
+        """The paper's "fail": the median test error past the study's threshold (None: no rule or no
+        completed run to judge)."""
+        med = self.median()
+        if threshold is None or med is None:
+            return None
+        return med > threshold
+
     def train_loss(self) -> float | None:
         losses = [r.train_loss for r in self.runs if r.status == "completed" and _finite(r.train_loss)]
         return statistics.median(losses) if losses else None
@@ -99,6 +110,11 @@ class StudyTable:
     preset: str
     paper_metric: str | None
     rows: list[RowStats]
+
+    @property
+    def fail_above(self) -> float | None:
+        rules = [r.fail_above for row in self.rows for r in row.runs if r.fail_above is not None]
+        return rules[0] if rules else None
 
     @property
     def dataset(self) -> str | None:
@@ -169,7 +185,8 @@ def load_run(path: Path) -> RunRecord | None:
         rec = RunRecord(path=path, study=name, title=str(study.get("title") or name),
                         preset=str(study.get("preset", "-")), paper_metric=study.get("paper_metric"),
                         index=int(study.get("index", 0)), row=str(study.get("row", path.name)),
-                        seed=study.get("seed"), paper=study.get("paper"), status="pending")
+                        seed=study.get("seed"), paper=study.get("paper"), status="pending",
+                        fail_above=study.get("fail_above"))
     else:
         rec = RunRecord(path=path, study="runs", title="runs", preset="-", paper_metric=None, index=0,
                         row=describe(tree), seed=tree.get("run", {}).get("seed"), paper=None, status="pending")
@@ -225,6 +242,7 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
         rec.study, rec.title, rec.preset, rec.index, rec.row, rec.paper = (
             base["study"], base["title"], base["preset"], base["index"], base["row"], base["paper"])
         rec.dataset = rec.dataset or run.spec.data.dataset
+        rec.fail_above = plan.fail_above
         if run.key in running and rec.status not in FINAL:
             rec.status = "running"
         if errors and run.key in errors:
@@ -267,7 +285,8 @@ def row_json(table: StudyTable, row: RowStats) -> dict[str, Any]:
         "event": "row", "study": table.study, "preset": table.preset, "index": row.index, "row": row.row,
         "test_error_median": _round(row.median()), "test_error_mean": _round(row.mean()),
         "test_error_std": _round(row.std()), "n": row.n, "train_loss": _round(row.train_loss(), 6),
-        "status": row.status(), "paper": row.paper, "paper_metric": table.paper_metric,
+        "status": row.status(), "fail": row.fails(table.fail_above), "fail_above": table.fail_above,
+        "paper": row.paper, "paper_metric": table.paper_metric,
         "runs": len(row.runs), "diverged": sum(r.status == "diverged" for r in row.runs),
         "seeds": [r.seed for r in row.runs],
         "test_errors": [_round(r.test_error) if r.status == "completed" else None for r in row.runs],
@@ -289,8 +308,9 @@ def render(table: StudyTable, live: bool = False):
     from rich.markup import escape
     from rich.table import Table
 
+    rule = (f"; fail = median above {table.fail_above:g}%, the paper's rule" if table.fail_above is not None else "")
     caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over completed seeds "
-               f"(diverged runs counted, never averaged); paper: {table.paper_metric or '-'}")
+               f"(diverged runs counted, never averaged){rule}; paper: {table.paper_metric or '-'}")
     t = Table(title=escape(f"{table.title} [preset {table.preset}]"), caption=None if live else escape(caption),
               header_style="bold")
     for name, right in (("#", True), ("row", False), ("median %", True), ("mean ± std", True),
@@ -302,14 +322,16 @@ def render(table: StudyTable, live: bool = False):
         spread = "-" if mean is None else f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}"
         status = row.status()
         style = _STATUS_STYLE.get(status.split()[0], "")
-        t.add_row(str(row.index), escape(row.row), output.fmt(row.median()), spread, f"{row.n}/{len(row.runs)}",
+        median = output.fmt(row.median()) + (" [red]fail[/]" if row.fails(table.fail_above) else "")
+        t.add_row(str(row.index), escape(row.row), median, spread, f"{row.n}/{len(row.runs)}",
                   output.fmt(row.train_loss(), 4), f"[{style}]{status}[/]" if style else status, paper_str(row.paper))
     return t
 
 
 def figure(table: StudyTable, path: str | Path) -> Path:
     """Bar chart of the median test error per row (seeds as dots, std as error bars), the paper's
-    figure marked beside each bar; diverged rows drawn hatched at the top, as the paper's "fail"."""
+    figure marked beside each bar; rows past the study's fail threshold labelled `fail` (a dashed line
+    marks it); diverged rows drawn hatched to the top."""
     from ..figures import pyplot, save
 
     plt = pyplot()
@@ -326,6 +348,8 @@ def figure(table: StudyTable, path: str | Path) -> Path:
             if std is not None:
                 ax.errorbar(x, med, yerr=std, color="black", capsize=3, lw=1)
             ax.scatter([x] * row.n, row.errors, s=10, color="black", zorder=3)
+        if row.fails(table.fail_above):
+            ax.text(x, med, "fail", ha="center", va="bottom", color="#C44E52", fontsize=7, fontweight="bold")
         if row.status().startswith("diverged") and med is None:
             ax.bar(x, top * 0.95, width=0.6, color="none", edgecolor="#C44E52", hatch="//")
             ax.text(x, top * 0.5, "diverged", rotation=90, ha="center", va="center", color="#C44E52", fontsize=8)
@@ -337,7 +361,10 @@ def figure(table: StudyTable, path: str | Path) -> Path:
     fail_x = [x for x, row in zip(xs, rows) if row.paper == "fail"]
     if fail_x:
         ax.scatter(fail_x, [top * 0.97] * len(fail_x), marker="v", s=34, color="#C44E52", zorder=4,
-                   label="paper: fail (did not train)")
+                   label="paper: fail")
+    if table.fail_above is not None and table.fail_above < top:
+        ax.axhline(table.fail_above, color="#C44E52", lw=0.8, ls="--",
+                   label=f"fail: test error above {table.fail_above:g}% (the paper's rule)")
     ax.set_ylim(0, top)
     ax.set_xticks(xs)
     ax.set_xticklabels([row.row for row in rows], rotation=35, ha="right")

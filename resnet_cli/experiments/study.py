@@ -45,6 +45,9 @@ from ..errors import UserError
 from ..spec import Spec
 
 PaperFigure = float | Literal["fail"] | None
+# He 2016b Table 1 calls a run "fail" when its test error is above 20% (the caption), whether or not
+# its loss diverged. A study states its threshold (in %) as data; None: no fail rule.
+FailAbove = Annotated[float, Field(gt=0.0, le=100.0)] | None
 
 
 class _Strict(BaseModel):
@@ -60,10 +63,14 @@ class Row(_Strict):
     # Extra overrides for this row under a named preset, applied after the preset's own: e.g. the
     # bottleneck rows of a quick study take narrower widths than the basic ones.
     presets: dict[str, dict[str, Any]] = {}
+    # Presets this row belongs to (None: all). A row whose data a preset would replace (a CIFAR-100
+    # figure under a digits budget) can say it is meaningful only in `paper`.
+    only_in: list[str] | None = None
 
 
 class Preset(_Strict):
     about: str = ""
+    fail_above: FailAbove = None  # None: the study's
     overrides: dict[str, Any] = {}
     seeds: list[Annotated[int, Field(ge=0)]] | None = None  # None: the study's
 
@@ -72,6 +79,7 @@ class StudyFile(_Strict):
     title: str | None = None
     about: str | None = None
     paper_metric: str | None = None  # what the paper column measures, e.g. "CIFAR-10 test error %"
+    fail_above: FailAbove = None
     base: str | None = None
     spec: dict[str, Any] = {}
     seeds: list[Annotated[int, Field(ge=0)]] = [0]
@@ -139,6 +147,7 @@ class PlannedRun:
         return {
             "study": plan.name, "title": plan.title, "preset": plan.preset, "paper_metric": plan.paper_metric,
             "index": self.row.index, "row": self.row.label, "seed": self.seed, "paper": self.row.paper,
+            "fail_above": plan.fail_above,
         }
 
 
@@ -149,6 +158,7 @@ class Plan:
     preset: str
     preset_about: str
     paper_metric: str | None
+    fail_above: float | None  # test error % past which a row's median is the paper's "fail"
     source: str  # what to pass back to `resnet ablate` (a shipped name or an absolute path)
     results: Path
     seeds: list[int]
@@ -314,7 +324,12 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
 
     labels: set[str] = set()
     planned: list[PlannedRow] = []
-    for i, row in enumerate(_rows(study), start=1):
+    for row in _rows(study):
+        for name in row.only_in or ():
+            if name not in presets:
+                raise UserError(f"{path}: row '{row.label}': only_in names no preset '{name}'; valid: {', '.join(presets)}")
+    chosen_rows = [row for row in _rows(study) if row.only_in is None or preset in row.only_in]
+    for i, row in enumerate(chosen_rows, start=1):
         where = f"{path}: row {i} '{row.label}'"
         if slug(row.label) in labels:
             raise UserError(f"{where}: another row has the same label; labels name run directories")
@@ -339,5 +354,7 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
     out = Path(results) if results is not None else Path("runs") / "ablate" / f"{study_name}-{preset}"
     runs = [make_run(row, seed, out) for row in planned for seed in run_seeds]
     return Plan(name=study_name, title=study.title or study_name, preset=preset, preset_about=chosen.about,
-                paper_metric=study.paper_metric, source=source, results=out, seeds=run_seeds, rows=planned,
+                paper_metric=study.paper_metric,
+                fail_above=chosen.fail_above if chosen.fail_above is not None else study.fail_above,
+                source=source, results=out, seeds=run_seeds, rows=planned,
                 runs=runs)

@@ -8,7 +8,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..spec import ModelSpec, resolve_block, units_per_stage
+from ..spec import ModelSpec, resolve_block, resolve_downsample, units_per_stage
+from .shortcuts import ChannelGate
 from .units import ORDERINGS, ResidualUnit, act, make_unit
 
 
@@ -81,25 +82,34 @@ def _stem_channels(stem: nn.Module) -> int:
 
 
 def make_stem(family: str, in_channels: int, width: int, pre: str) -> nn.Module:
-    """conv [BN] [ReLU]: the parts of BN-ReLU that the first unit's pre-activation does not supply
-    (He 2016b: in pre-activation nets the first unit applies BN-ReLU right after the stem conv)."""
-    stem_act = {"": "bn_relu", "relu": "bn", "bn_relu": ""}[pre]
+    """CIFAR and digits: conv [BN] [ReLU], leaving out the part of BN-ReLU that the first unit's
+    pre-activation supplies (He 2016b: in pre-activation nets the first unit applies BN-ReLU right
+    after the stem conv, before its split). ImageNet: 7x7/2 conv-BN-ReLU, 3x3/2 max-pool for every
+    ordering (He 2016a Table 1; fb.resnet.torch `preresnet.lua` keeps it for pre-activation nets and
+    gives the first unit no pre-activation of its own)."""
     if family == "imagenet":
-        # 7x7/2 conv, 3x3/2 max-pool (He 2016a Table 1).
         return nn.Sequential(nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=False),
-                             act(stem_act, width), nn.MaxPool2d(3, stride=2, padding=1))
+                             act("bn_relu", width), nn.MaxPool2d(3, stride=2, padding=1))
+    stem_act = {"": "bn_relu", "relu": "bn", "bn_relu": ""}[pre]
     return nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1, bias=False), act(stem_act, width))
 
 
 def he_init(model: nn.Module) -> None:
-    """He et al. 2015 init, std = sqrt(2/n) with n = k*k*C_out, as the authors' Torch code (fan_out);
-    BN gamma 1, beta 0. Gate biases keep the value their constructors set."""
+    """He et al. 2015 init as the authors' Torch code does it (resnet-pre-act.lua, fb.resnet.torch):
+    every conv weight ~ N(0, 2/n) with n = k*k*C_out (fan_out), the 1x1 gate convs included (He 2016b
+    appendix: all weights as in He et al. 2015); BN gamma 1, beta 0; the fc bias 0 (its weight keeps
+    the framework's default, as there). Gate biases keep the b_g their constructors set."""
     for m in model.modules():
-        if isinstance(m, nn.Conv2d) and m.bias is None:
+        if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
         elif isinstance(m, nn.modules.batchnorm._BatchNorm):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
+    if isinstance(model, ResNet):
+        nn.init.zeros_(model.fc.bias)
+    for m in model.modules():
+        if isinstance(m, ChannelGate):  # our pooled-linear gate: a 1x1 conv on the pooled input
+            nn.init.kaiming_normal_(m.fc.weight, mode="fan_out", nonlinearity="relu")
 
 
 def zero_init_last_bn(model: ResNet) -> None:
@@ -124,16 +134,23 @@ def build_model(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     for stage, (n_units, width) in enumerate(zip(units_per_stage(m), widths)):
         for i in range(n_units):
             stride = 2 if (stage > 0 and i == 0) else 1
-            unit = make_unit(block, cin, width, stride, m.unit, shortcut=shortcut, downsample=m.downsample or "A",
-                             share_pre=(not units) or stride != 1 or cin != width * (4 if block == "bottleneck" else 1),
-                             bottleneck_stride=m.bottleneck_stride)
+            changes = stride != 1 or cin != width * (4 if block == "bottleneck" else 1)
+            if not units:
+                pre_at = "none" if m.family == "imagenet" else "shared"
+            else:
+                pre_at = "shared" if changes else "branch"
+            unit = make_unit(block, cin, width, stride, m.unit, shortcut=shortcut,
+                             downsample=resolve_downsample(m), pre_at=pre_at, bottleneck_stride=m.bottleneck_stride)
             units.append(unit)
             cin = unit.out_channels
     # Pre-activation nets end with one more BN-ReLU before pooling (He 2016b, authors' code):
     # the last unit's sum is otherwise never normalised. Generally: the unit's pre-activation once more.
     head_act = act(order.pre, cin)
     model = ResNet(stem, units, head_act, num_classes)
-    he_init(model)
+    if m.init == "he":
+        he_init(model)
+    # torch_default: each layer keeps the init PyTorch gave it when it was built, drawn in build order
+    # (stem conv, each unit's convs, fc weight and bias) from the global generator.
     if m.zero_init_last_bn:
         zero_init_last_bn(model)
     return model

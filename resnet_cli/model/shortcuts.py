@@ -166,24 +166,38 @@ class ConvShortcut(nn.Module):
 
 @COMBINERS.register("dropout")
 class DropoutShortcut(nn.Module):
-    """He 2016b Table 1 'dropout shortcut': y = dropout_p(x) + F(x). (Inverted dropout, as
-    nn.Dropout: scaled by 1/(1-p) in training, so its expectation is x.)"""
+    """He 2016b Table 1 'dropout shortcut': y = m * x + F(x) with m ~ Bernoulli(1 - p) per element.
 
-    def __init__(self, p: float):
+    The paper's reading (sec. 3.1: it "imposes a scale of lambda with an expectation of 0.5", i.e.
+    like constant scaling by 0.5): no 1/(1-p) rescaling in training, and x * (1-p) at test time as
+    in the original dropout. `rescale=True` is inverted dropout instead (nn.Dropout: x / (1-p) in
+    training, x at test time; expectation x)."""
+
+    def __init__(self, p: float, rescale: bool):
         super().__init__()
-        self.drop = nn.Dropout(p)
+        self.p, self.rescale = p, rescale
 
     def forward(self, x, skip, fx):
-        return self.drop(skip) + fx
+        keep = 1.0 - self.p
+        if self.rescale:
+            return F.dropout(skip, self.p, self.training) + fx
+        if not self.training:
+            return keep * skip + fx
+        mask = torch.bernoulli(torch.full_like(skip, keep))  # the global generator, as nn.Dropout
+        return mask * skip + fx
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, rescale={self.rescale}"
 
 
 def make_combiner(kind: str, in_channels: int, out_channels: int, stride: int, *, shortcut_scale: float,
-                  branch_scale: float, gate: str, gate_bias: float, dropout: float) -> nn.Module:
+                  branch_scale: float, gate: str, gate_bias: float, dropout: float,
+                  dropout_rescale: bool) -> nn.Module:
     cls = COMBINERS[kind]
     if issubclass(cls, _Gated):
         return cls(GATES[gate](in_channels, out_channels, stride, gate_bias))
     if cls is ScaledShortcut:
         return cls(shortcut_scale, branch_scale)
     if cls is DropoutShortcut:
-        return cls(dropout)
+        return cls(dropout, dropout_rescale)
     return cls()

@@ -99,23 +99,31 @@ class ResidualUnit(nn.Module):
 
 
 def make_unit(block: str, cin: int, width: int, stride: int, ordering: str, *, shortcut: dict,
-              downsample: str, share_pre: bool, bottleneck_stride: str) -> ResidualUnit:
+              downsample: str, pre_at: str, bottleneck_stride: str) -> ResidualUnit:
     """Build one unit from explicit arguments (never the spec object).
 
-    He 2016b (authors' code): where a unit is the first of the net or changes shape, its
-    pre-activation is applied once *before* the split and the projection reads that activated
-    input; elsewhere the pre-activation sits inside the branch and the shortcut stays clean.
+    `pre_at` says where the ordering's pre-activation goes (He 2016b, authors' code):
+    - "branch": inside the branch, the shortcut stays clean (every ordinary unit);
+    - "shared": once *before* the split, so a projection reads the activated input (the first unit of
+      a CIFAR net, right after the stem conv, and every unit that changes shape;
+      `resnet-pre-act.lua` in KaimingHe/resnet-1k-layers);
+    - "none": no pre-activation at all (the first unit of an ImageNet net, whose stem already ends in
+      BN-ReLU-max-pool: fb.resnet.torch `preresnet.lua`, its "no_preact" unit).
     """
+    if pre_at not in ("branch", "shared", "none"):
+        raise ValueError(f"pre_at must be branch, shared or none, got {pre_at!r}")
     order = ORDERINGS[ordering]
     cout = width * (4 if block == "bottleneck" else 1)
-    shared = share_pre and bool(order.pre)
+    shared = pre_at == "shared" and bool(order.pre)
+    inside = pre_at == "branch"
     if block == "bottleneck":
-        branch = bottleneck_branch(cin, width, stride, order, not shared, bottleneck_stride)
+        branch = bottleneck_branch(cin, width, stride, order, inside, bottleneck_stride)
     else:
-        branch = basic_branch(cin, width, stride, order, not shared)
+        branch = basic_branch(cin, width, stride, order, inside)
     combine = make_combiner(shortcut["kind"], cin, cout, stride,
                             shortcut_scale=shortcut["shortcut_scale"], branch_scale=shortcut["branch_scale"],
-                            gate=shortcut["gate"], gate_bias=shortcut["gate_bias"], dropout=shortcut["dropout"])
+                            gate=shortcut["gate"], gate_bias=shortcut["gate_bias"], dropout=shortcut["dropout"],
+                            dropout_rescale=shortcut["dropout_rescale"])
     if isinstance(combine, NoShortcut):
         skip: nn.Module = nn.Identity()  # a plain net has no shortcut parameters at all
     else:

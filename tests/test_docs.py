@@ -126,14 +126,15 @@ def test_degrade_table_on_fake_summaries():
            "test_acc_median": 0.5416, "test_acc_min": 0.225, "test_acc_max": 0.7423,
            "grad_norm_first_layer_median": 4.094, "grad_norm_first_layer_min": 2.81, "grad_norm_first_layer_max": 4.97}
     run = {"event": "run", "net": "plain", "depth": 26, "seed": 0}
-    text = R.degrade_table([run, rec], [{"check": "plain-26 median training accuracy < 0.80", "value": 0.7021,
-                                         "ok": True}])
+    text = R.degrade_table([run, rec], [{"finding": "plain-26 degrades", "measure": "median training accuracy",
+                                         "ours": 0.7021, "article": 0.56, "article_range": [0.395, 0.834],
+                                         "criterion": "below 0.8", "reproduced": True}])
     lines = text.splitlines()
     assert lines[0] == "| net | depth | n | params | train loss | train acc | test acc | grad norm, first conv, step 1 |"
     assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | 0.542 (0.225–0.742) "
                         "| 4.09 (2.81–4.97) |")
     assert "Median (min–max) over seeds 0..2." in text
-    assert "- plain-26 median training accuracy < 0.80: 0.70, **pass**" in text
+    assert "| plain-26 degrades | median training accuracy | 0.70 | 0.56, 0.395–0.834 | below 0.8 | yes |" in text
 
 
 def test_gradnorm_table_reads_first_conv_fc_and_the_input_ratio():
@@ -181,9 +182,12 @@ def test_landscape_and_ablate_rows():
            "paper": "fail", "seeds": [0, 1, 2]}
     ok = {**row, "index": 1, "row": "original (identity)", "test_error_median": 2.5, "test_error_mean": 3.2407,
           "test_error_std": 1.283, "n": 3, "train_loss": 0.011898, "status": "completed", "paper": 6.61}
-    lines = R.ablate_table([ok, row]).splitlines()
+    failed = {**ok, "index": 2, "row": "constant scaling 0 / 1 (plain)", "test_error_median": 88.89, "fail": True,
+              "paper": "fail"}
+    lines = R.ablate_table([ok, row, failed]).splitlines()
     assert lines[2] == "| 1 | original (identity) | 2.50 | 3.24 ± 1.28 (3) | 0.0119 | completed | 6.61 |"
     assert lines[3] == "| 11 | dropout shortcut, p 0.5 | - | - | - | diverged | fail |"
+    assert lines[4] == "| 2 | constant scaling 0 / 1 (plain) | 88.89 **fail** | 3.24 ± 1.28 (3) | 0.0119 | completed | fail |"
     times = R.ablate_times_table([("shortcut", [ok, row], {"wall_s": 464.0, "cpu_user_s": 635.0, "load_1min": 3.0})])
     assert times.splitlines()[2] == "| `shortcut` | 2 rows x 3 seeds | **7.7 min** | 10.6 min | 3.0 |"
 

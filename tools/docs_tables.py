@@ -207,7 +207,7 @@ def _sections() -> list[Section]:
                 commands="`resnet train digits/<net> --seed S --out runs/docs/<net>-sS --json` for the nets and seeds "
                          "listed"),
         Section("degrade", "degrade.md", ("degrade",),
-                lambda o: R.degrade_table(o["degrade"], _degrade_bar()),
+                lambda o: R.degrade_table(o["degrade"], _degrade_findings()),
                 copies=(("runs/docs/degrade/degrade.png", "docs/figures/degrade.png"),)),
         Section("gradnorm", "gradnorm.md", ("gradnorm",), lambda o: R.gradnorm_table(o["gradnorm"])),
         Section("jacobian", "gradnorm.md", ("jacobian-s0",), lambda o: R.jacobian_table(o["jacobian-s0"])),
@@ -248,9 +248,10 @@ def _sections() -> list[Section]:
     return sections
 
 
-def _degrade_bar() -> list[dict[str, Any]] | None:
+def _degrade_findings() -> list[dict[str, Any]] | None:
+    """The article's findings, checked by `resnet degrade` and kept in its degrade.json (not in --json)."""
     path = WORK / "degrade" / "degrade.json"
-    return json.loads(path.read_text(encoding="utf-8")).get("bar") if path.exists() else None
+    return json.loads(path.read_text(encoding="utf-8")).get("findings") if path.exists() else None
 
 
 SECTIONS = _sections()

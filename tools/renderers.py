@@ -78,7 +78,8 @@ def train_table(rows: list[dict[str, Any]]) -> str:
 
 # --- resnet degrade ----------------------------------------------------------------------------
 
-def degrade_table(records: list[dict[str, Any]], bar: list[dict[str, Any]] | None = None) -> str:
+def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] | None = None) -> str:
+    """The `summary` objects of `resnet degrade --json`; then the article's findings from degrade.json."""
     summaries = [r for r in records if r.get("event") == "summary"]
     three = lambda x: fixed(x, 3)  # noqa: E731
     two = lambda x: fixed(x, 2)  # noqa: E731
@@ -89,11 +90,15 @@ def degrade_table(records: list[dict[str, Any]], bar: list[dict[str, Any]] | Non
           med_range(s, "test_acc", three), med_range(s, "grad_norm_first_layer", two)) for s in summaries])
     seeds = sorted({seed for s in summaries for seed in s.get("seeds", [])})
     if seeds:
-        text += f"\nMedian (min–max) over seeds {seeds[0]}..{seeds[-1]}.\n" if seeds == list(
-            range(seeds[0], seeds[-1] + 1)) else f"\nMedian (min–max) over seeds {', '.join(map(str, seeds))}.\n"
-    if bar:
-        text += "\nThe bar:\n" + "".join(
-            f"- {b['check']}: {fixed(b['value'], 2)}, **{'pass' if b['ok'] else 'FAIL'}**\n" for b in bar)
+        run = seeds == list(range(seeds[0], seeds[-1] + 1))
+        text += f"\nMedian (min–max) over seeds {f'{seeds[0]}..{seeds[-1]}' if run else ', '.join(map(str, seeds))}.\n"
+    if findings:
+        text += "\n" + md_table(
+            ["the article's finding", "measure", "ours", "article (10 seeds)", "needs", "reproduced"],
+            [(f["finding"], f["measure"], fixed(f["ours"], 2),
+              (f"{fixed(f['article'], 2)}, " if f.get("article") is not None else "")
+              + f"{f['article_range'][0]:g}–{f['article_range'][1]:g}", f["criterion"],
+              "yes" if f["reproduced"] else "**no**") for f in findings])
     return text
 
 
@@ -265,7 +270,8 @@ def ablate_table(records: list[dict[str, Any]]) -> str:
             spread = f"{fixed(r['test_error_mean'])} ({r['n']})"
         else:
             spread = f"{fixed(r['test_error_mean'])} ± {fixed(r['test_error_std'])} ({r['n']})"
-        rows.append((r["index"], r["row"], fixed(r["test_error_median"]), spread,
+        median = fixed(r["test_error_median"]) + (" **fail**" if r.get("fail") else "")
+        rows.append((r["index"], r["row"], median, spread,
                      fixed(r["train_loss"], 4), r["status"], paper_cell(r["paper"])))
     return md_table(["#", "row", "ours: median %", "mean ± std (n)", "train loss", "status", "paper %"], rows)
 

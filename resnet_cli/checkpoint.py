@@ -1,7 +1,7 @@
 """Checkpoints that survive a kill: atomic writes, only tensors and plain values, strict loads.
 
 `torch.save` straight onto the target, killed mid-write, leaves an unloadable file and has already
-destroyed the previous one (PITFALLS). We write a temporary file in the same directory, fsync it,
+destroyed the previous one (kill -9 mid-write, reproduced with the pinned torch). We write a temporary file in the same directory, fsync it,
 and `os.replace` it over the old one: at every instant the path holds a complete checkpoint.
 """
 

@@ -26,7 +26,7 @@ app = typer.Typer(
 
 @app.callback()
 def root() -> None:
-    """Keeps subcommands stable however many are registered (PITFALLS: Typer collapses a lone one)."""
+    """Keeps subcommands stable however many are registered (with one command registered, Typer would collapse the group into it)."""
 
 
 def command(*args: Any, **kwargs: Any) -> Callable:

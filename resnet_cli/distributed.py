@@ -74,3 +74,10 @@ def wrap(model: torch.nn.Module, d: Dist, device: torch.device) -> torch.nn.Modu
     from torch.nn.parallel import DistributedDataParallel
 
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def broadcast_from_main(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Rank 0's copy of `t` on every rank (through `device`: NCCL moves only CUDA tensors)."""
+    on = t.to(device)
+    dist.broadcast(on, src=0)
+    return on.to(t.device)

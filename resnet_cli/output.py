@@ -2,7 +2,7 @@
 
 stdout carries results only (a rich table on a terminal, JSON lines otherwise); progress bars,
 live tables and messages go to a stderr console. The format is chosen from `--json` or from
-`sys.stdout.isatty()`, never from rich's terminal detection, which FORCE_COLOR=1 fools (PITFALLS).
+`sys.stdout.isatty()`, never from rich's terminal detection, which FORCE_COLOR=1 (set by many CI systems) fools.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import sys
 from typing import Any, Iterable, Sequence
 
+from rich import box
 from rich.console import Console
+from rich.table import Table
 
 from .errors import PipeClosed
-from rich.table import Table
 
 
 class Format(enum.Enum):
@@ -77,11 +79,52 @@ def params_str(n: int) -> str:
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], justify_right: Sequence[bool] | None = None,
-          caption: str | None = None) -> Table:
-    t = Table(title=title, caption=caption, header_style="bold")
+          caption: str | None = None, compact: bool = False) -> Table:
+    """A rich table whose numbers are never cut: right-justified (number) columns do not wrap, so at 80
+    columns rich narrows the text columns, which fold (never "..."). `compact` drops the vertical rules
+    for tables with many number columns (a cell may still hold several lines: median, range, paper)."""
+    t = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+              pad_edge=not compact, collapse_padding=compact)
     for i, col in enumerate(columns):
         right = justify_right[i] if justify_right else i > 0
-        t.add_column(col, justify="right" if right else "left")
+        # A text column keeps room for a short word (or path part) per line, however many numbers there are.
+        t.add_column(col, justify="right" if right else "left", no_wrap=right, overflow="fold",
+                     min_width=None if right else 8)
     for row in rows:
         t.add_row(*(fmt(v) if not isinstance(v, str) else v for v in row))
     return t
+
+
+def fold(name: str, width: int = 10) -> str:
+    """A long name (a spec, a run) as lines of at most `width` characters, broken after / : + _ where it
+    can: a column headed by it stays as narrow as its numbers."""
+    lines, line = [], ""
+    for part in re.split(r"(?<=[/:+_])", name):
+        while len(part) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(part[:width])
+            part = part[width:]
+        if len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    return "\n".join([*lines, line] if line else lines)
+
+
+def short_paths(paths: Sequence[str]) -> tuple[str | None, list[str]]:
+    """(the directory all paths share, each path below it): a table shows the short names and says
+    the shared directory once. (None, paths) when they share nothing but the root."""
+    import os
+
+    if not paths:
+        return None, []
+    parents = [os.path.dirname(os.path.normpath(p)) for p in paths]
+    try:
+        base = os.path.commonpath(parents) if all(parents) else ""
+    except ValueError:  # absolute and relative paths mixed
+        base = ""
+    if base in ("", os.sep):
+        return None, list(paths)
+    return base, [os.path.relpath(os.path.normpath(p), base) for p in paths]

@@ -1,6 +1,6 @@
 """Stopping cleanly on SIGINT/SIGTERM: one flag, shared by the training loop and the sweeps.
 
-By default SIGTERM kills Python without running `finally` blocks (PITFALLS). A handler that only
+By default SIGTERM kills Python without running `finally` blocks (exit 143, nothing saved). A handler that only
 sets a flag is safe; saving inside the handler is not. The loop checks the flag between steps,
 finishes the step, saves and exits 130/143. A second Ctrl-C exits at once.
 """

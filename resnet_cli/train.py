@@ -18,6 +18,7 @@ from . import data as data_mod
 from . import distributed
 from . import runtime as runtime_mod
 from . import schedule
+from .callbacks import Callback, GradNormCallback
 from .errors import UserError
 from .model import build_model, count_params
 from .rundir import CHECKPOINT, RunDir
@@ -25,16 +26,6 @@ from .signals import StopFlag
 from .spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
 
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)
-
-
-class Callback:
-    """Hooks into the loop; each receives the trainer. Override what you need."""
-
-    def on_start(self, t: Trainer) -> None: ...
-    def after_backward(self, t: Trainer) -> None: ...  # gradients are populated, step not yet taken
-    def on_sync(self, t: Trainer, loss: float) -> None: ...  # every SYNC_EVERY steps and at epoch ends
-    def on_epoch(self, t: Trainer, record: dict[str, Any]) -> None: ...
-    def on_end(self, t: Trainer, summary: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -81,8 +72,6 @@ class Trainer:
         self.run_dir = run_dir
         self.callbacks = list(callbacks)
         if spec.train.grad_norm_every:  # per-layer gradient norms into metrics.jsonl (He 2016b sec. 3)
-            from .experiments.gradnorm import GradNormCallback
-
             self.callbacks.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
         self.stop = stop or StopFlag()
         self.dist = distributed.from_env()
@@ -114,9 +103,6 @@ class Trainer:
         self.total = schedule.total_iters(o, self.iters_per_epoch)
         self.p = Progress()
         self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
-        if spec.data.shuffle == "global" and self.dist.active:
-            raise UserError("data.shuffle global draws each epoch's order from one process's global generator; "
-                            "under torchrun use data.shuffle: keyed")
         self.status = "running"
         # What the step calls: the module itself, or its DDP wrapper, optionally compiled.
         # Checkpoints, evaluation and callbacks always use the plain module.
@@ -225,7 +211,10 @@ class Trainer:
         if self.spec.data.shuffle != "global":
             return None
         if self.order_epoch != self.p.epoch:
-            self.order, self.order_epoch = torch.randperm(len(self.batches)), self.p.epoch
+            order = torch.randperm(len(self.batches))
+            if self.dist.active:  # every rank slices rank 0's order, whatever its own stream drew
+                order = distributed.broadcast_from_main(order, self.rt.device)
+            self.order, self.order_epoch = order, self.p.epoch
         return self.order
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

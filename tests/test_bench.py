@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from resnet_cli import baseline as B
+from resnet_cli.bench import baseline as B
 from resnet_cli import bench
 from resnet_cli import spec as S
 from resnet_cli.cli import app

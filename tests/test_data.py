@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from resnet_cli import data as D
+from resnet_cli.data import splits, synthetic
 from resnet_cli.errors import UserError
 from resnet_cli.spec import DataSpec, SyntheticSpec
 
@@ -92,7 +93,7 @@ def test_subsets_are_stratified_nested_prefixes():
 
 def test_stratified_order_prefixes_are_balanced():
     labels = np.repeat(np.arange(4), [40, 20, 20, 20])
-    order = D._stratified_order(labels)
+    order = splits._stratified_order(labels)
     assert sorted(order.tolist()) == list(range(100))
     assert np.bincount(labels[order[:10]], minlength=4).tolist() == [4, 2, 2, 2]
 
@@ -112,8 +113,8 @@ def test_synthetic_shapes_determinism_and_normalisation():
     assert torch.allclose(mean, torch.zeros(2), atol=1e-5) and torch.allclose(std, torch.ones(2), atol=1e-4)
     # The test set does not depend on how many training images were asked for.
     # (Compared before normalisation, whose statistics come from the training images.)
-    raw = D._synthetic(spec)
-    more = D._synthetic(DataSpec(dataset="synthetic", synthetic=SMALL_SYNTH.model_copy(update={"train_size": 600})))
+    raw = synthetic.read(spec)
+    more = synthetic.read(DataSpec(dataset="synthetic", synthetic=SMALL_SYNTH.model_copy(update={"train_size": 600})))
     assert torch.equal(more.test.x, raw.test.x) and torch.equal(more.test.y, a.test.y)
 
 
@@ -466,3 +467,26 @@ def test_unreadable_image_is_named_in_one_line(tmp_path):
     with pytest.raises(UserError) as err:
         list(D.batches_for(d, "train", 2, "none", 0, "cpu", 0).epoch(0))
     assert "1.png" in assert_one_line(err)
+
+
+@pytest.mark.parametrize("shuffle", ["keyed", "global"])
+def test_trainer_runs_on_an_image_folder(tmp_path, shuffle):
+    # data.shuffle global hands the batches a caller-drawn order; folder batches took none (TypeError).
+    from resnet_cli import spec as spec_mod
+    from resnet_cli.train import Trainer
+
+    fake_folder(tmp_path, {"a": (3, 1), "b": (3, 1)})
+    s = spec_mod.build("imagenet/resnet200", sets=[
+        "model.depth=18", "model.widths=[2,2,2,2]", f"data.dir={tmp_path}", "data.image_size=32", "data.workers=0",
+        f"data.shuffle={shuffle}", "optim.batch_size=3", "optim.iters=2", "optim.epochs=null",
+        "optim.milestones=null", "train.eval_every=end", "train.checkpoint_every=0", "run.device=cpu"])
+    assert Trainer(s).run()["status"] == "completed"
+
+
+def test_image_folder_batches_follow_a_given_order(tmp_path):
+    fake_folder(tmp_path, {"a": (2, 1), "b": (2, 1)})  # train: a/0, a/1, b/0, b/1
+    d = D.load(folder_spec(tmp_path))
+    b = D.batches_for(d, "train", 2, "none", 0, "cpu", 0)
+    # Two orders with different label patterns: a loader that ignored `order` could match one only.
+    for order, labels in (([3, 0, 2, 1], [[1, 0], [1, 0]]), ([0, 2, 1, 3], [[0, 1], [0, 1]])):
+        assert [y.tolist() for _, y in b.epoch(0, order=torch.tensor(order))] == labels

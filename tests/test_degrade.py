@@ -86,7 +86,7 @@ def test_twins_differ_only_in_shortcut_and_share_parameters():
         assert (plain.model.shortcut.kind, res.model.shortcut.kind) == ("none", "identity")
         sizes = [count_params(build_model(s.model, 1, 10)) for s in (plain, res)]
         assert sizes[0] == sizes[1]
-    # The default experiment is the seed's (SCIENCE.md sec. 6).
+    # The default experiment is the "Residual Connection" article's digits experiment.
     assert (plan.depths, plan.seeds, plan.nets) == ([8, 26], list(range(10)), ["plain", "residual"])
     spec = D.twin(plan, "plain", 26, 0)
     o = spec.optim

@@ -8,6 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from resnet_cli import spec as S
+from resnet_cli.callbacks import GradNormCallback
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.experiments import gradnorm as G
@@ -53,7 +54,7 @@ def test_power_iteration_on_a_known_spectrum():
 
 
 def test_the_seed_toy_gains_land_in_the_stated_ranges():
-    """SCIENCE.md sec. 6: 30 blocks; plain below 1e-10, residual within 10x of 1.7 (std 0.1), 81 (std 0.3)."""
+    """The "Residual Connection" article's toy, 30 blocks: plain below 1e-10, residual within 10x of 1.7 (std 0.1), 81 (std 0.3)."""
     gains = {(r["net"], r["kernel_std"]): r["gain"] for r in G.toy_gains(blocks=[30], stds=[0.1, 0.3])}
     assert gains[("plain", 0.1)] < 1e-10 and gains[("plain", 0.3)] < 1e-10
     assert 0.17 <= gains[("residual", 0.1)] <= 17
@@ -153,7 +154,7 @@ def test_callback_logs_into_the_run_metrics(tmp_path):
                                  "data": {"dataset": "digits", "train_subset": 128},
                                  "optim": {"batch_size": 32, "iters": 5, "warmup_iters": 0}, "run": {"device": "cpu"}}))
     tmp_path.mkdir(exist_ok=True)
-    cb = G.GradNormCallback(every=2)
+    cb = GradNormCallback(every=2)
     Trainer(spec, run_dir=RunDir(tmp_path), callbacks=[cb]).run()
     recs = [r for r in RunDir(tmp_path).metrics() if r.get("event") == "grad_norm"]
     assert [r["iter"] for r in recs] == [1, 3, 5]

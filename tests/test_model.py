@@ -101,7 +101,7 @@ def test_plain_and_residual_twins_have_equal_params():
 def test_original_basic_unit_equals_torchvision_basicblock(stride, cin, cout):
     torch.manual_seed(0)
     ours = make_unit("basic", cin, cout, stride, "original",
-                     shortcut=S.ShortcutSpec().model_dump(), downsample="B", share_pre=False, bottleneck_stride="1x1")
+                     shortcut=S.ShortcutSpec().model_dump(), downsample="B", pre_at="branch", bottleneck_stride="1x1")
     downsample = None
     if stride != 1 or cin != cout:
         downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
@@ -127,7 +127,7 @@ def test_preact_identity_unit_jacobian_is_identity_plus_branch():
     """He 2016b eq. 5: with h = identity and f = identity, dy/dx = I + dF/dx."""
     torch.manual_seed(0)
     unit = make_unit("basic", 2, 2, 1, "full_preact", shortcut=S.ShortcutSpec().model_dump(),
-                     downsample="A", share_pre=False, bottleneck_stride="1x1").double().eval()
+                     downsample="A", pre_at="branch", bottleneck_stride="1x1").double().eval()
     with torch.no_grad():  # non-trivial BN statistics
         for m in unit.modules():
             if isinstance(m, nn.BatchNorm2d):

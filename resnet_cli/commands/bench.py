@@ -36,6 +36,7 @@ def bench(
     batch_size: common.BatchSize = None,
     seed: common.Seed = None,
     device: common.Device = None,
+    threads: common.Threads = None,
     set_: common.Set = None,
     json_: common.Json = False,
     steps: Steps = None,
@@ -60,7 +61,7 @@ def bench(
         raise UserError("--data-only and --memory are separate modes: give one")
     fmt = output.choose(json_)
     spec = common.build_spec(spec_file, set_, depth=depth, preact=preact, batch_size=batch_size, seed=seed,
-                             device=device)
+                             device=device, threads=threads)
     bench_mod.check_spec(spec)
     if device is not None or spec.run.device != "auto":
         from ..runtime import select

@@ -23,13 +23,16 @@ BatchSize = Annotated[Optional[int], typer.Option("--batch-size", help="optim.ba
 Lr = Annotated[Optional[float], typer.Option("--lr", help="optim.lr.")]
 Seed = Annotated[Optional[int], typer.Option("--seed", help="run.seed.")]
 Device = Annotated[Optional[str], typer.Option("--device", help="run.device: auto, cpu, cuda, cuda:N.")]
+Threads = Annotated[Optional[int], typer.Option("--threads", min=0, help="run.threads: CPU threads (0: torch's default). Small nets on a busy machine run fastest with 1.")]
+# Commands that analyse trained runs: the thread count the run trained with, unless told otherwise.
+RunThreads = Annotated[Optional[int], typer.Option("--threads", min=0, help="CPU threads (default: the run's run.threads; 0: torch's default).")]
 Out = Annotated[Optional[str], typer.Option("--out", help="run.out: the run directory.")]
 Set = Annotated[Optional[list[str]], typer.Option("--set", help="Any spec field: --set optim.weight_decay=5e-4 (repeatable).")]
 Json = Annotated[bool, typer.Option("--json", help="JSON lines on stdout (automatic when stdout is not a terminal).")]
 
 
 def flag_overrides(*, depth=None, preact=False, dataset=None, data_dir=None, epochs=None, iters=None,
-                   batch_size=None, lr=None, seed=None, device=None, out=None) -> list[tuple[str, Any]]:
+                   batch_size=None, lr=None, seed=None, device=None, threads=None, out=None) -> list[tuple[str, Any]]:
     o: list[tuple[str, Any]] = []
     if depth is not None:
         o.append(("model.depth", depth))
@@ -55,9 +58,21 @@ def flag_overrides(*, depth=None, preact=False, dataset=None, data_dir=None, epo
         o.append(("run.seed", seed))
     if device is not None:
         o.append(("run.device", device))
+    if threads is not None:
+        o.append(("run.threads", threads))
     if out is not None:
         o.append(("run.out", out))
     return o
+
+
+def set_threads(threads: int | None, default: int = 0) -> None:
+    """Analyses of trained runs have no spec of their own to carry run.threads: apply --threads (or
+    the run's own setting) here, before any tensor work. 0 leaves torch's default."""
+    n = default if threads is None else threads
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
 
 
 def build_spec(spec_file: str | None, sets: list[str] | None, **flags: Any) -> Spec:

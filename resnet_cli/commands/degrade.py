@@ -34,6 +34,7 @@ def degrade(
     dataset: common.Dataset = None,
     data_dir: common.DataDir = None,
     device: common.Device = None,
+    threads: common.Threads = None,
     out: Annotated[str | None, typer.Option(
         "--out", help="Output directory (runs.jsonl, degrade.json, degrade.png). Default: runs/degrade-<time>. "
                       "Finished runs found there are reused.")] = None,
@@ -60,7 +61,7 @@ def degrade(
         spec_file, depths=deg.parse_depths(depths) if depths else None,
         seeds=deg.parse_seeds(seeds) if seeds is not None else None, nets=net_list,
         overrides=_length_overrides(spec_file, epochs, iters) + common.flag_overrides(
-            batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device),
+            batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads),
         sets=set_ or [])
     out_dir = Path(out) if out else Path("runs") / f"degrade-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     log = output.stderr()
@@ -192,13 +193,14 @@ def _table(summaries: list[dict[str, Any]], plan):
 
     rows = []
     for s in summaries:
-        n = f"{s['n']}" + (f"\n[red]{s['diverged']} div.[/]" if s["diverged"] else "")
-        rows.append((s["net"], str(s["depth"]), n, output.params_str(s["params"]), _cell(s, "train_loss", 3),
+        # The seed count sits under the net's name: one column fewer keeps the ranges whole at 80 columns.
+        net = f"{s['net']}\nn={s['n']}" + (f"\n[red]{s['diverged']} div.[/]" if s["diverged"] else "")
+        rows.append((net, str(s["depth"]), output.params_str(s["params"]), _cell(s, "train_loss", 3),
                      _cell(s, "train_acc", 2), _cell(s, "test_acc", 2), _cell(s, "grad_norm_first_layer", 2)))
     sources = sorted({(s.get("reference") or {}).get("source") for s in summaries} - {None})
     caption = ("each cell: median over seeds, min-max below; train = the last epoch's average; accuracies as "
                "fractions; grad@1 = ||dE/dW|| of the first conv at step 1"
                + (f"; pub = published ({'; '.join(sources)})" if sources else ""))
     return output.table(f"degradation: plain vs residual ({plan.source})",
-                        ["net", "depth", "n", "params", "train loss", "train acc", "test acc", "grad@1"],
-                        rows, caption=caption)
+                        ["net", "depth", "params", "train\nloss", "train\nacc", "test\nacc", "grad@1"],
+                        rows, caption=caption, compact=True)

@@ -44,11 +44,12 @@ def gradnorm(
     batch_size: common.BatchSize = None,
     seed: common.Seed = None,
     device: common.Device = None,
+    threads: common.Threads = None,
     set_: common.Set = None,
     layers: Annotated[bool, typer.Option("--layers", help="Print every layer, specs side by side.")] = False,
     jacobian: Annotated[bool, typer.Option(
         "--jacobian", help="Largest singular value of d(output)/d(input) of plain and residual stacks of "
-                           "conv-ReLU-conv blocks on one digit, by power iteration (the seed's toy; --seed draws "
+                           "conv-ReLU-conv blocks on one digit, by power iteration (the digits toy of the Residual Connection article; --seed draws "
                            "the kernels and the noise, default 0).")] = False,
     blocks: Annotated[list[int] | None, typer.Option(
         "--blocks", min=1, help="--jacobian: blocks in the stack (repeatable). Default 30.")] = None,
@@ -72,17 +73,19 @@ def gradnorm(
         raise UserError("--jacobian and --responses are separate measurements: give one")
     if jacobian:
         if specs or variant:
-            raise UserError("--jacobian measures the seed's toy stacks; it takes no SPEC or --variant")
+            raise UserError("--jacobian measures the article's toy stacks; it takes no SPEC or --variant")
         seed_value = 0 if seed is None else seed
+        # Single-channel 8x8 convolutions: more threads only add overhead, so 1 unless told otherwise.
+        common.set_threads(threads, default=1)
         return _jacobian(fmt, blocks or [30], kernel_std or [0.1, 0.3], seed_value)
     if blocks or kernel_std:
         raise UserError("--blocks and --kernel-std belong to --jacobian")
     if responses:
         if not specs:
             raise UserError("--responses needs one or more RUN_DIRs (trained with `resnet train --out DIR`)")
-        return _responses(fmt, specs, split, device or "cpu", out, layers)
+        return _responses(fmt, specs, split, device or "cpu", out, layers, threads)
     overrides = common.flag_overrides(depth=depth, dataset=dataset, data_dir=data_dir, batch_size=batch_size,
-                                      seed=seed, device=device)
+                                      seed=seed, device=device, threads=threads)
     named = _named_specs(specs or [], variant or [], base, overrides, set_ or [])
     _norms(fmt, named, steps, out, layers)
 
@@ -94,7 +97,7 @@ def gradnorm(
 def _named_specs(specs: list[str], variants: list[str], base: str | None, overrides, sets) -> list[tuple[str, Any]]:
     from .. import spec as spec_mod
     from ..errors import UserError
-    from ..experiments.gradnorm import variant_tree
+    from ..experiments.gradnorm.norms import variant_tree
 
     if not specs and not variants:
         variants = list(DEFAULT_VARIANTS)
@@ -125,7 +128,7 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
 
     from .. import data as data_mod
     from .. import output
-    from ..experiments import gradnorm as gn
+    from ..experiments.gradnorm import norms
 
     log = output.stderr()
     cache: dict[str, Any] = {}
@@ -141,11 +144,11 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
         log.print(f"gradnorm: {name}: {s.model.family} depth {s.model.depth}, unit {s.model.unit}, "
                   f"shortcut {s.model.shortcut.kind}, {steps} step(s) of batch {s.optim.batch_size} "
                   f"on {s.data.dataset}")
-        results.append(gn.measure_spec(name, s, steps, data=cache[key]))
+        results.append(norms.measure_spec(name, s, steps, data=cache[key]))
     fig_path = Path(out) if out else Path("gradnorm.png")
-    gn.figure(results, fig_path)
+    norms.figure(results, fig_path)
     if fmt is output.Format.JSON:
-        for row in gn.rows(results):
+        for row in norms.rows(results):
             output.emit(row)
     else:
         con = output.stdout()
@@ -157,25 +160,25 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
 
 def _summary_table(results, steps: int):
     from .. import output
-    from ..experiments.gradnorm import summary_row
+    from ..experiments.gradnorm.norms import summary_row
 
-    def sci(v):
+    def sci(v):  # the exponent is the point (1e-39 against 1.7): never cut, so these columns do not wrap
         return "-" if v is None else f"{v:.1e}"
 
     rows = []
     for r in results:
         s = summary_row(r)
         rows.append((s["spec"], str(s["depth"]), output.params_str(s["params"]), sci(s["first_layer"]),
-                     f"{sci(s['median_layer'])}\n{sci(s['min_layer'])}-{sci(s['max_layer'])}", sci(s["last_layer"]),
+                     f"{sci(s['median_layer'])}\n{sci(s['min_layer'])}\n{sci(s['max_layer'])}", sci(s["last_layer"]),
                      sci(s["input_ratio"]), sci(s["direct_term"]), output.fmt(s["loss"], 3)))
     when = "at step 1" if steps == 1 else f"averaged over the first {steps} steps"
     return output.table(
         f"gradient norms {when}",
-        ["spec", "depth", "params", "dW first", "dW median\nmin-max", "dW fc", "dx_0/dx_L", "lambda^L", "loss"],
-        rows,
-        caption="dW: ||dE/dW|| of the first conv, of every main-path weight layer, of the fc layer; dx_0/dx_L: "
-                "||dE/dx_0|| / ||dE/dx_L||, at the first unit's input vs the last unit's output; lambda^L: the "
-                "shortcut-only term of dx_L/dx_0 for scaled shortcuts (He 2016b eq. 5)")
+        ["spec", "depth", "params", "dW\nfirst", "dW med\nmin\nmax", "dW\nfc", "dx_0/\ndx_L", "lambda\n^L", "loss"],
+        rows, compact=True,
+        caption="dW: ||dE/dW|| of the first conv, of every main-path weight layer (median, min, max), of the fc "
+                "layer; dx_0/dx_L: ||dE/dx_0|| / ||dE/dx_L||, at the first unit's input vs the last unit's output; "
+                "lambda^L: the shortcut-only term of dx_L/dx_0 for scaled shortcuts (He 2016b eq. 5)")
 
 
 def _layer_table(results):
@@ -193,7 +196,7 @@ def _layer_table(results):
         rows.append((str(l), f"dE/dx_{l}", *[f"{r.inputs[l]:.2e}" if l < len(r.inputs) and r.inputs[l]
                                                           else "-" for r in results]))
     return output.table("||dE/dW|| per main-path weight layer, then ||dE/dx_l|| at each unit's input",
-                        ["index", "layer", *[r.name for r in results]], rows)
+                        ["index", "layer", *[output.fold(r.name) for r in results]], rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,19 +204,15 @@ def _layer_table(results):
 
 
 def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
-    import torch
-
     from .. import output
-    from ..experiments import gradnorm as gn
-
-    torch.set_num_threads(1)  # single-channel 8x8 convolutions: more threads only add overhead
+    from ..experiments.gradnorm import jacobian
 
     output.stderr().print(f"gradnorm --jacobian: stacks of {', '.join(map(str, sorted(set(blocks))))} "
                           f"conv-ReLU-conv blocks on one 8x8 digit, kernel std {', '.join(map(str, stds))}, "
                           f"seed {seed}, float64 power iteration")
-    results = gn.toy_gains(blocks=blocks, stds=stds, seed=seed)
+    results = jacobian.toy_gains(blocks=blocks, stds=stds, seed=seed)
     for r in results:
-        seed_fig = gn.SEED_GAINS.get((r["net"], r["kernel_std"])) if r["blocks"] == 30 else None
+        seed_fig = jacobian.SEED_GAINS.get((r["net"], r["kernel_std"])) if r["blocks"] == 30 else None
         r["seed_gain"] = seed_fig
     if fmt is output.Format.JSON:
         for r in results:
@@ -222,9 +221,9 @@ def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
     rows = [(r["net"], str(r["blocks"]), f"{r['kernel_std']:g}", f"{r['gain']:.2e}",
              f"{r['seed_gain']:.1e}" if r["seed_gain"] is not None else "-") for r in results]
     output.stdout().print(output.table(
-        "largest gain of d(output)/d(input), at initialisation", ["net", "blocks", "kernel std", "gain", "seed"],
-        rows, caption="spectral norm by power iteration on J^T J (JVP + VJP; J never built). Seed: SCIENCE.md "
-                      "sec. 6, its own random draws (over its seeds 1-9: plain <= 1e-39 and 1e-13..1e-10, "
+        "largest gain of d(output)/d(input), at initialisation", ["net", "blocks", "kernel std", "gain", "article"],
+        rows, caption="spectral norm by power iteration on J^T J (JVP + VJP; J never built). article: the "
+                      "\"Residual Connection\" article's digits toy, its own random draws (over its seeds 1-9: plain <= 1e-39 and 1e-13..1e-10, "
                       "residual 1.3-1.9 and 23-280)"))
 
 
@@ -232,26 +231,28 @@ def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
 # Layer responses
 
 
-def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | None, per_layer: bool) -> None:
+def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | None, per_layer: bool,
+               threads: int | None = None) -> None:
     import statistics
 
     from .. import output
     from ..errors import UserError
-    from ..experiments import gradnorm as gn
-    from ..experiments.trained import pick_device
+    from ..experiments.gradnorm import layer_responses
+    from ..experiments.trained import load_spec, pick_device
 
     if split not in ("train", "val", "test"):
         raise UserError(f"--split {split}: valid splits are train, val, test")
+    common.set_threads(threads, default=load_spec(run_dirs[0]).run.threads)
     dev = pick_device(device)
     runs = []
     for path in run_dirs:
         output.stderr().print(f"gradnorm --responses: {path} ({split} split)")
-        runs.append(gn.responses(path, split=split, device=dev))
+        runs.append(layer_responses.responses(path, split=split, device=dev))
     labels = [r["label"] for r in runs]
     for r in runs:
         r["name"] = r["label"] if labels.count(r["label"]) == 1 else f"{r['label']} ({Path(r['run']).name})"
     fig_path = Path(out) if out else (Path(run_dirs[0]) / "responses.png" if len(runs) == 1 else Path("responses.png"))
-    gn.responses_figure(runs, fig_path)
+    layer_responses.responses_figure(runs, fig_path)
     if fmt is output.Format.JSON:
         for r in runs:
             for layer in r["layers"]:
@@ -271,5 +272,6 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
             n = max(len(r["layers"]) for r in runs)
             layer_rows = [(str(i + 1), *[f"{r['layers'][i]['std']:.3f}" if i < len(r["layers"]) else "-" for r in runs])
                           for i in range(n)]
-            con.print(output.table("std of each layer's response", ["index", *[r["name"] for r in runs]], layer_rows))
+            con.print(output.table("std of each layer's response", ["index", *[output.fold(r["name"]) for r in runs]],
+                                   layer_rows))
     output.stderr().print(f"figure: {fig_path}")

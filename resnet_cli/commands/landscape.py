@@ -32,16 +32,17 @@ PAPER = ("Li et al. 2018 (CIFAR-10): without shortcuts the surface turns chaotic
 
 @command()
 def landscape(run_dirs: RunDirs, dims: Dims = 1, range_: Range = (-1.0, 1.0), points: Points = 21,
-              samples: Samples = 1000, seed: Seed = 0, device: Device = "auto", out: FigOut = None,
-              json_: common.Json = False) -> None:
+              samples: Samples = 1000, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
+              out: FigOut = None, json_: common.Json = False) -> None:
     """Training loss and accuracy on a grid around the trained weights; BN in eval mode (running stats)."""
     from .. import output
     from ..experiments import landscape as land
-    from ..experiments.trained import check_dir, load_run, pick_device
+    from ..experiments.trained import check_dir, load_run, load_spec, pick_device
 
     fmt = output.choose(json_)
     for p in run_dirs:
         check_dir(p)
+    common.set_threads(threads, default=load_spec(run_dirs[0]).run.threads)
     dev = pick_device(device)
     trained = [load_run(p, dev) for p in run_dirs]
     lo, hi = range_

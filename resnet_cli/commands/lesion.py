@@ -30,16 +30,18 @@ PAPER = ("Veit et al. 2016, ResNet-110 on CIFAR-10: deleting one unit barely cha
 
 @command()
 def lesion(run_dirs: RunDirs, compare: Compare = None, max_k: MaxK = None, draws: Draws = 20, seed: Seed = 0,
-           device: Device = "auto", out: FigOut = None, json_: common.Json = False) -> None:
+           device: Device = "auto", threads: common.RunThreads = None, out: FigOut = None,
+           json_: common.Json = False) -> None:
     """Delete each unit in turn (branch -> 0, shortcut kept), then k random units; test error each time."""
     from .. import output
     from ..experiments import lesion as lesion_mod
-    from ..experiments.trained import check_dir, load_run, pick_device
+    from ..experiments.trained import check_dir, load_run, load_spec, pick_device
 
     fmt = output.choose(json_)
     paths = list(run_dirs) + ([compare] if compare else [])
     for p in paths:
         check_dir(p)  # every bad directory is reported before any work starts
+    common.set_threads(threads, default=load_spec(paths[0]).run.threads)
     dev = pick_device(device)
     trained = [load_run(p, dev) for p in paths]
     results = [lesion_mod.study(t, max_k=max_k, draws=draws, seed=seed, log=output.info) for t in trained]

@@ -32,9 +32,12 @@ def plot(run_dirs: RunDirs, out: FigOut = None, json_: common.Json = False) -> N
             output.emit({"event": "run", **{k: r[k] for k in keys}})
         output.emit({"event": "figure", "path": str(fig_path)})
         return
-    rows = [(r["label"], r["status"], str(r["epochs"]), r["iterations"], r["train_error"], r["test_error"], r["run"])
-            for r in runs]
-    output.stdout().print(output.table("training runs (last epoch)", ["net", "status", "epochs", "iterations",
-                                                                      "train error %", "test error %", "run"], rows,
-                                        justify_right=[False, False, True, True, True, True, False]))
+    # The directory the runs share is said once, below the table; the run column holds what differs.
+    base, names = output.short_paths([r["run"] for r in runs])
+    rows = [(r["label"], r["status"], str(r["epochs"]), r["iterations"], r["train_error"], r["test_error"], name)
+            for r, name in zip(runs, names)]
+    output.stdout().print(output.table("training runs (last epoch)", ["net", "status", "epochs", "iters",
+                                                                      "train\nerror %", "test\nerror %", "run"], rows,
+                                       justify_right=[False, False, True, True, True, True, False],
+                                       caption=f"runs in {base}/" if base else None))
     output.info(f"figure: {fig_path}")

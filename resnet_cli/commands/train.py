@@ -85,6 +85,7 @@ def train(
     lr: common.Lr = None,
     seed: common.Seed = None,
     device: common.Device = None,
+    threads: common.Threads = None,
     out: common.Out = None,
     set_: common.Set = None,
     json_: common.Json = False,
@@ -98,7 +99,7 @@ def train(
         raise typer.Exit(_launch_torchrun(nproc))
     fmt = output.choose(json_)
     flags = dict(depth=depth, preact=preact, dataset=dataset, data_dir=data_dir, epochs=epochs, iters=iters,
-                 batch_size=batch_size, lr=lr, seed=seed, device=device, out=out)
+                 batch_size=batch_size, lr=lr, seed=seed, device=device, threads=threads, out=out)
     resume_dir = _resume_dir(resume, out) if resume else None
     if resume_dir is not None and spec_file is None and (resume_dir / "spec.yaml").is_file():
         spec_file = str(resume_dir / "spec.yaml")

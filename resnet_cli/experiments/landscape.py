@@ -184,19 +184,35 @@ def measures(loss: np.ndarray) -> dict:
 # Figures
 
 
+def _log_loss(r: dict) -> np.ndarray:
+    n = len(r["grid"])
+    return np.log10(np.array([p["loss"] for p in r["points"]]).reshape(n, n))
+
+
+def contour_levels(results: list[dict], count: int = 25) -> np.ndarray:
+    """`count` evenly spaced log10(loss) levels spanning every 2-D result's surface together."""
+    z = np.concatenate([_log_loss(r).ravel() for r in results])
+    lo, hi = float(z.min()), float(z.max())
+    return np.linspace(lo, hi if hi > lo else lo + 1e-6, count)
+
+
 def figure(results: list[dict], path: str | Path) -> Path:
     """1-D: loss (log scale, left) and accuracy (right) against the step along d1, one curve per run
-    (Li et al. Fig. 2 style). 2-D: one contour panel of log10(loss) per run (their Fig. 5)."""
+    (Li et al. Fig. 2 style). 2-D: one contour panel of log10(loss) per run (their Fig. 5), all on the
+    same levels, with one colour bar."""
     from .. import figures
 
     plt = figures.pyplot()
     if results and results[0]["dims"] == 2:
         fig, axes = plt.subplots(1, len(results), figsize=(4.6 * len(results), 4.2), squeeze=False,
                                  layout="constrained")
+        # One set of levels and one colour bar for every panel: the same colour is the same loss, so
+        # the panels compare by eye (a plain net's chaotic surface against a ResNet's valley).
+        levels = contour_levels(results)
+        norm = plt.Normalize(levels[0], levels[-1])
         for ax, r in zip(axes[0], results):
             g = np.array(r["grid"])
-            z = np.log10(np.array([p["loss"] for p in r["points"]]).reshape(len(g), len(g)))
-            cs = ax.contour(g, g, z, levels=25, cmap="viridis", linewidths=0.8)
+            cs = ax.contour(g, g, _log_loss(r), levels=levels, cmap="viridis", norm=norm, linewidths=0.8)
             ax.clabel(cs, cs.levels[::4], fontsize=6, fmt="%.1f")
             ax.plot([0], [0], "r+", ms=10)
             m = r["measures"]
@@ -204,6 +220,8 @@ def figure(results: list[dict], path: str | Path) -> Path:
                    title=f"{r['label']}: log10 loss\nminima {m['local_minima']}, TV/range {m['tv_ratio']:.2f}, "
                          f"non-convex {100 * m['nonconvex_fraction']:.0f}%")
             ax.grid(False)
+        bar = fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap="viridis"), ax=list(axes[0]), shrink=0.85)
+        bar.set_label("log10 training loss")
     else:
         fig, ax = plt.subplots(figsize=(6, 4))
         acc_ax = ax.twinx()

@@ -1,7 +1,7 @@
 """A trained run, loaded back for analysis: its resolved spec, its model with the last checkpoint's
 weights, and its data. Lesion and landscape studies start here.
 
-Reports read only the run directory (STYLE 7): spec.yaml says what the net is, checkpoint.pt holds
+Reports read only the run directory: spec.yaml says what the net is, checkpoint.pt holds
 the weights of the last completed step. Everything the user can get wrong about a run directory
 (missing, no spec.yaml, no checkpoint, a corrupt or foreign checkpoint, weights that do not fit
 the spec) is one `UserError` line, exit code 2.

@@ -1,0 +1,80 @@
+"""What else ran on the machine while we measured (from /proc; empty figures where it is absent)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+class Contention:
+    """CPU used by other processes during a measurement: the machine-wide busy time from
+    /proc/stat minus our own (this process and its waited-for descendants), plus the busiest
+    long-lived other processes by name. Empty figures where /proc is absent."""
+
+    def __init__(self) -> None:
+        self.t0 = time.time()
+        self.busy0 = _busy_seconds()
+        self.own0 = _own_seconds()
+        self.procs0 = _proc_seconds()
+        self.load0 = _loadavg()
+
+    def stop(self) -> dict[str, Any]:
+        wall = max(time.time() - self.t0, 1e-9)
+        out: dict[str, Any] = {"wall_s": round(wall, 1), "cores": os.cpu_count(), "loadavg_start": self.load0,
+                               "loadavg_end": _loadavg()}
+        busy = _busy_seconds()
+        if busy is not None and self.busy0 is not None:
+            own = _own_seconds() - self.own0
+            out["own_cores"] = round(own / wall, 2)
+            out["other_cores"] = round(max(busy - self.busy0 - own, 0.0) / wall, 2)
+        procs = _proc_seconds()
+        me = os.getpid()
+        others = []
+        for pid, (comm, secs) in procs.items():
+            if pid == me or pid not in self.procs0:
+                continue
+            used = secs - self.procs0[pid][1]
+            if used / wall >= 0.05:
+                others.append({"name": comm, "cores": round(used / wall, 2)})
+        out["other_processes"] = sorted(others, key=lambda p: -p["cores"])[:8]
+        return out
+
+
+def _busy_seconds() -> float | None:
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(x) for x in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    import resource
+
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def _proc_seconds() -> dict[int, tuple[str, float]]:
+    out = {}
+    tck = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for entry in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else []:
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # comm is in parentheses and may contain spaces: split after the last ')'.
+        comm = text[text.find("(") + 1:text.rfind(")")]
+        rest = text[text.rfind(")") + 2:].split()
+        out[int(entry.name)] = (comm, (int(rest[11]) + int(rest[12])) / tck)
+    return out
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None

@@ -1,0 +1,76 @@
+"""A loaded dataset (`Data`) and the one entry point for batches of either kind of data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from . import cifar, digits, folders, synthetic
+from .batches import Batches, eval_batches
+from .folders import FolderBatches, FolderData
+from .splits import Split, normalise_in_place, positions, take
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class Data:
+    name: str  # 'digits', 'synthetic', 'cifar10', 'cifar100', 'imagenet'
+    train: Split | None  # None only for image-folder (imagenet) data
+    test: Split | None
+    val: Split | None  # held-out part of train when spec.val_split > 0
+    num_classes: int
+    in_channels: int
+    image_size: int
+    folder: FolderData | None = None  # set for imagenet folders only
+
+
+def load(spec) -> Data:
+    """Read, split and normalise the dataset a `DataSpec` names (CPU tensors)."""
+    if spec.dataset == "imagenet":
+        folder = folders.read(spec)
+        return Data("imagenet", None, None, None, len(folder.classes), 3, spec.image_size, folder=folder)
+    readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read}
+    raw = readers[spec.dataset](spec)
+    train_pos, val_pos, test_pos = positions(raw.train.y.numpy(), raw.test.y.numpy(), spec)
+    train, test = take(raw.train, train_pos), take(raw.test, test_pos)
+    val = take(raw.train, val_pos) if len(val_pos) else None
+    if raw.normalise:
+        normalise_in_place(train, [s for s in (train, val, test) if s is not None])
+    _, channels, size, _ = train.x.shape
+    return Data(spec.dataset, train, test, val, raw.num_classes, channels, size)
+
+
+def num_examples(data: Data, split_name: str) -> int:
+    """Images in a split; 0 when the split is absent (no val_split)."""
+    _check_split(split_name)
+    if data.folder is not None:
+        return data.folder.size(split_name)
+    split = getattr(data, split_name)
+    return 0 if split is None else len(split)
+
+
+def batches_for(data: Data, split_name: str, batch_size: int, augment: str, pad: int, device,
+                seed: int, shard: tuple[int, int] = (0, 1)) -> Batches | FolderBatches:
+    """Training batches over a split of either kind of data; `shard` = (rank, world size)."""
+    if num_examples(data, split_name) == 0:
+        raise ValueError(f"{data.name} has no '{split_name}' images")
+    if data.folder is not None:
+        return data.folder.train_batches(split_name, batch_size, augment, device, seed, shard)
+    return Batches(getattr(data, split_name), batch_size, augment, pad, device, seed, shard)
+
+
+def eval_for(data: Data, split_name: str, batch_size: int, device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Evaluation batches (single view, in order) over a split of either kind of data."""
+    if num_examples(data, split_name) == 0:
+        raise ValueError(f"{data.name} has no '{split_name}' images")
+    if data.folder is not None:
+        return data.folder.eval_batches(split_name, batch_size, device)
+    return eval_batches(getattr(data, split_name), batch_size, device)
+
+
+def _check_split(split_name: str) -> None:
+    if split_name not in SPLITS:
+        raise ValueError(f"split '{split_name}' is not one of {', '.join(SPLITS)}")

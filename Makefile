@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo lint clean
+.PHONY: install test demo lint clean gpu-check
 
 install: $(STAMP)
 
@@ -21,6 +21,14 @@ test: $(STAMP)
 demo: $(STAMP)  ## the seed's degradation experiment on bundled digits, offline, a few minutes on a CPU
 	$(BIN)/resnet degrade
 
+# On one GPU in under five minutes: tests/gpu plus ResNet-110 / ResNet-1001 speed, into gpu-check.json.
+# Another Python with its own PyTorch (a cluster's): make gpu-check GPU_PY=python3 (README "GPU check").
+GPU_PY ?= $(BIN)/python
+# Seconds for the whole check; GPU_BUDGET=900 also reaches the compiled ResNet-1001.
+GPU_BUDGET ?= 290
+gpu-check: $(if $(filter $(BIN)/python,$(GPU_PY)),$(STAMP))
+	$(GPU_PY) tests/gpu/check.py --out gpu-check.json --budget $(GPU_BUDGET)
+
 lint: $(STAMP)
 	$(BIN)/ruff check resnet_cli tests tools
 
@@ -35,4 +43,4 @@ docs-studies: $(STAMP)  ## the five quick ablation studies and the benchmarks (a
 	$(BIN)/python tools/docs_tables.py studies
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache gpu-check.json gpu-check.junit.xml

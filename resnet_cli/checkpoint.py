@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -54,31 +55,49 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # truncated zip, random bytes, a pickle of arbitrary objects...
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{path}: not a loadable checkpoint (truncated, corrupt or unsafe): {first[:160]}") from None
+        # Our own words, whole: torch's messages run to paragraphs of advice (`weights_only=False`)
+        # that is wrong for a file that is not one of ours.
+        if zipfile.is_zipfile(path) and ("weights only" in str(exc).lower() or "weights_only" in str(exc)):
+            raise UserError(f"{path}: not a resnet-cli checkpoint: it holds objects other than tensors and plain "
+                            "values, and loading it would run arbitrary code") from None
+        raise UserError(f"{path}: not a loadable checkpoint: truncated, corrupt, or not written by torch.save "
+                        f"({type(exc).__name__}); resume from another run or start a new one") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise UserError(f"{path}: not a resnet-cli checkpoint (expected format {FORMAT})")
     return obj
 
 
-def rng_state() -> dict[str, Any]:
-    """Global RNG streams (dropout, the dropout shortcut). Data order and augmentation are drawn
-    from generators seeded by (seed, epoch, batch), so they need no saved state."""
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """This process's global RNG streams (dropout, the dropout shortcut): the CPU's, Python's and
+    the run device's own CUDA stream only. Data order and augmentation are drawn from generators
+    seeded by (seed, epoch, batch), so they need no saved state."""
     import random
 
     state = {"torch": torch.get_rng_state(), "python": _plain(random.getstate())}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def set_rng_state(state: dict[str, Any]) -> None:
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    """Restore what `rng_state` saved onto this process's device. A machine may see fewer GPUs than
+    the one that saved (and a saved CPU run resumes on a GPU): only the run device's stream is set."""
     import random
 
     torch.set_rng_state(state["torch"])
     random.setstate(_tuple(state["python"]))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if isinstance(cuda, list):  # checkpoints before per-device states held every GPU's
+        cuda = cuda[device.index or 0] if device.type == "cuda" and (device.index or 0) < len(cuda) else None
+    if cuda is not None and device.type == "cuda":
+        torch.cuda.set_rng_state(cuda, device)
+
+
+def rank_rng_state(saved: dict[str, Any] | list[dict[str, Any]], rank: int) -> dict[str, Any] | None:
+    """One rank's entry of a checkpoint's RNG states (a list, one per rank; older checkpoints: one
+    dict). None for a rank the saving run did not have (resumed with more processes)."""
+    states = [saved] if isinstance(saved, dict) else list(saved)
+    return states[rank] if rank < len(states) else None
 
 
 def _plain(x):

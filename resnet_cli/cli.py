@@ -40,7 +40,7 @@ def command(*args: Any, **kwargs: Any) -> Callable:
             try:
                 return fn(*a, **kw)
             except UserError as exc:
-                print(f"resnet: error: {exc.message}", file=sys.stderr)
+                _say(exc)
                 raise typer.Exit(exc.code) from None
             except PipeClosed:
                 _quiet_stdout()
@@ -50,6 +50,15 @@ def command(*args: Any, **kwargs: Any) -> Callable:
         return app.command(*args, **kwargs)(wrapper)
 
     return register
+
+
+def _say(exc: UserError) -> None:
+    """One line on stderr; in a process of `resnet train --nproc N`, handed to the launcher, which
+    says it once for all ranks."""
+    from .launch import child_error
+
+    if not child_error(exc):
+        print(f"resnet: error: {exc.message}", file=sys.stderr)
 
 
 def _quiet_stdout() -> None:
@@ -81,7 +90,7 @@ def main() -> None:
     try:
         app()
     except UserError as exc:
-        print(f"resnet: error: {exc.message}", file=sys.stderr)
+        _say(exc)
         sys.exit(exc.code)
     except PipeClosed:
         _quiet_stdout()

@@ -68,6 +68,30 @@ def reduce_sum(values: list[float], d: Dist, device: torch.device) -> list[float
     return t.tolist()
 
 
+def broadcast_buffers(model: torch.nn.Module, d: Dist) -> None:
+    """Give every rank rank 0's buffers (BatchNorm running statistics). DDP sends them before each
+    forward, and that forward then updates each rank's copy with its own batch: after the last step
+    the ranks differ, and a sharded evaluation would not be the evaluation of the saved model."""
+    if d.active:
+        for buf in model.buffers():
+            dist.broadcast(buf, src=0)
+
+
+def gather_to_main(obj, d: Dist) -> list | None:
+    """Every rank's `obj` (picklable) as a list on rank 0, None elsewhere; a collective: call it on every rank."""
+    if not d.active:
+        return [obj]
+    out = [None] * d.world if d.is_main else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of a rank's own RNG stream (dropout masks): rank 0 keeps the run's seed, so one
+    process and rank 0 of a job draw the same masks; other ranks get streams of their own."""
+    return seed if rank == 0 else (seed * 1_000_003 + rank) % 2**63
+
+
 def wrap(model: torch.nn.Module, d: Dist, device: torch.device) -> torch.nn.Module:
     if not d.active:
         return model

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
@@ -89,21 +90,45 @@ class RunDir:
     def lock(self) -> None:
         """An exclusive advisory lock, released by the OS when the process dies (even SIGKILL)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.file(LOCK), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        while True:
+            self._lock_fd = os.open(self.file(LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(self._lock_fd)
+                raise UserError(f"{self.path} is in use by another resnet process; wait for it or pick another --out",
+                                code=errors.LOCKED) from None
+            # `unlock` removes the file: a lock won on a file unlinked meanwhile guards nothing.
+            try:
+                if os.fstat(self._lock_fd).st_ino == os.stat(self.file(LOCK)).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             os.close(self._lock_fd)
-            raise UserError(f"{self.path} is in use by another resnet process; wait for it or pick another --out",
-                            code=errors.LOCKED) from None
         os.ftruncate(self._lock_fd, 0)
         os.write(self._lock_fd, f"{os.getpid()}\n".encode())
 
     def unlock(self) -> None:
+        """Release the lock and remove `.lock`: a finished run leaves no lock file behind. It is
+        unlinked while still held, so no other process can have taken it in between."""
         fd = getattr(self, "_lock_fd", None)
         if fd is not None:
+            with contextlib.suppress(OSError):
+                self.file(LOCK).unlink()
             os.close(fd)
             self._lock_fd = None
+
+    def remove_unstarted(self) -> None:
+        """Undo `create` for a run that failed before its first checkpoint: only the files this
+        tool writes, then the directory if that leaves it empty (a user's own files stay)."""
+        for name in (SPEC, META, METRICS, SUMMARY, LOCK):
+            with contextlib.suppress(OSError):
+                self.file(name).unlink()
+        for tmp in self.path.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        with contextlib.suppress(OSError):
+            self.path.rmdir()  # fails, as it should, when anything else is in it
 
     # -- records ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import yamlio
+from .datasets import AUTO_AUGMENT, DATASET_SHAPES, DATASETS  # noqa: F401  (re-exported)
 from .errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, units_per_stage,
@@ -30,9 +31,6 @@ SHORTCUTS = (
     "identity", "none", "scale", "exclusive_gate", "shortcut_gate", "conv1x1", "dropout", "highway",
 )  # He 2016b Table 1 and Srivastava et al. 2015
 FAMILIES = ("cifar", "imagenet", "digits")
-DATASETS = ("digits", "synthetic", "cifar10", "cifar100", "imagenet")
-# (input channels, classes) of each dataset, known without loading it (dry runs, param counts).
-DATASET_SHAPES = {"digits": (1, 10), "cifar10": (3, 10), "cifar100": (3, 100), "imagenet": (3, 1000)}
 
 DEFAULT_WIDTHS = {"cifar": (16, 32, 64), "imagenet": (64, 128, 256, 512), "digits": (16,)}
 
@@ -100,14 +98,15 @@ class SyntheticSpec(_Section):
 
 class DataSpec(_Section):
     dataset: Literal[DATASETS] = "cifar10"
-    # Where datasets live (CIFAR python batches, ImageNet train/ and val/ folders). None: the
-    # cache directory, $RESNET_DATA or ~/.cache/resnet-cli.
+    # Where datasets live (CIFAR python batches, MNIST-family IDX files, ImageNet train/ and val/
+    # folders). None: the cache directory, $RESNET_DATA or ~/.cache/resnet-cli.
     dir: str | None = None
     download: bool = True
-    # auto: pad-crop-flip for CIFAR and ImageNet (He 2016a sec. 4.2); none for digits (a flipped
-    # digit is another digit) and synthetic.
+    # auto (both): the dataset's, from datasets.AUTO_AUGMENT: pad-4 crop + flip for CIFAR and
+    # ImageNet (He 2016a sec. 4.2), pad-2 crop (+ flip for Fashion-MNIST) for the MNIST family,
+    # none for digits (a flipped digit is another digit) and synthetic.
     augment: Literal["auto", "none", "flip", "crop", "crop_flip"] = "auto"
-    pad: Annotated[int, Field(ge=0, le=16)] = 4
+    pad: Annotated[int, Field(ge=0, le=16)] | Literal["auto"] = "auto"
     # Training images held out for validation (He 2016a tuned on 45k/5k: val_split 5000). The
     # split is fixed, independent of the run seed.
     val_split: Annotated[int, Field(ge=0)] = 0
@@ -186,7 +185,11 @@ class TrainSpec(_Section):
 class RunSpec(_Section):
     seed: Annotated[int, Field(ge=0)] = 0
     device: str = "auto"  # auto, cpu, cuda, cuda:N
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    # auto: fp32 on the CPU, bf16 on GPUs with native bf16, fp16 + GradScaler on older GPUs
+    # (resolved when a run starts and recorded in its spec.yaml).
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # Bitwise-repeatable CUDA runs: deterministic cuDNN/cuBLAS algorithms, no autotuning (slower).
+    deterministic: bool = False
     # The run directory. None: runs/<time>-<net>-<dataset>-s<seed> under the current directory.
     out: str | None = None
     threads: Annotated[int, Field(ge=0)] = 0  # CPU threads; 0: torch's default
@@ -287,7 +290,10 @@ EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade N
 
 
 def configs_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "configs"
+    """The bundled configs: inside the package when installed from a wheel (setup.py maps the
+    repository's top-level configs/ there), the top-level configs/ in a checkout."""
+    here = Path(__file__).resolve().parent
+    return here / "configs" if (here / "configs").is_dir() else here.parent / "configs"
 
 
 def find_spec_file(name: str) -> Path:
@@ -355,10 +361,9 @@ def resolve(spec: Spec) -> Spec:
     n_stages = len(units_per_stage(model))
     if len(model.widths) != n_stages:
         raise UserError(f"model.widths has {len(model.widths)} entries; the {m.family} family has {n_stages} stages")
-    augment = d.augment
-    if augment == "auto":
-        augment = "crop_flip" if d.dataset in ("cifar10", "cifar100", "imagenet") else "none"
-    data = d.model_copy(update={"augment": augment})
+    auto_mode, auto_pad = AUTO_AUGMENT[d.dataset]
+    data = d.model_copy(update={"augment": auto_mode if d.augment == "auto" else d.augment,
+                                "pad": auto_pad if d.pad == "auto" else d.pad})
     milestones = o.milestones
     if milestones is None:
         length = o.iters if o.iters is not None else o.epochs

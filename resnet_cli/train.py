@@ -45,21 +45,23 @@ class Progress:
 
 
 def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtime_mod.Runtime,
-             batch_size: int = 1000) -> tuple[float, float]:
+             batch_size: int = 1000, d: distributed.Dist = distributed.Dist()) -> tuple[float, float]:
     """Mean cross-entropy and error (%) on a split ('test', 'val', 'train'): batched, no_grad,
-    eval mode, the single original view (He 2016a sec. 4.2)."""
+    eval mode, the single original view (He 2016a sec. 4.2). Under torchrun every rank takes every
+    world-th batch and the sums are all-reduced: no rank idles in a collective while one evaluates."""
     was_training = model.training
     model.eval()
-    loss_sum = torch.zeros((), device=rt.device)
-    wrong = torch.zeros((), device=rt.device)
-    with torch.no_grad(), rt.autocast():
-        for x, y in data_mod.eval_for(data, split, batch_size, rt.device):
-            out = model(x.contiguous(memory_format=rt.memory_format)).float()
-            loss_sum += F.cross_entropy(out, y, reduction="sum")
-            wrong += (out.argmax(1) != y).sum()
-    model.train(was_training)
+    sums = torch.zeros(2, device=rt.device)  # [loss sum, wrong]
     n = data_mod.num_examples(data, split)
-    return loss_sum.item() / n, 100.0 * wrong.item() / n
+    batch_size = min(batch_size, -(-n // d.world))  # every rank gets a batch of a small split
+    with torch.no_grad(), rt.autocast():
+        for x, y in data_mod.eval_for(data, split, batch_size, rt.device, shard=d.shard):
+            out = model(x.contiguous(memory_format=rt.memory_format)).float()
+            sums[0] += F.cross_entropy(out, y, reduction="sum")
+            sums[1] += (out.argmax(1) != y).sum()
+    model.train(was_training)
+    loss_sum, wrong = distributed.reduce_sum(sums.tolist(), d, rt.device)
+    return loss_sum / n, 100.0 * wrong / n
 
 
 class Trainer:
@@ -68,19 +70,24 @@ class Trainer:
 
     def __init__(self, spec: Spec, run_dir: RunDir | None = None, callbacks: Iterable[Callback] = (),
                  stop: StopFlag | None = None, data: data_mod.Data | None = None):
-        self.spec = spec
         self.run_dir = run_dir
         self.callbacks = list(callbacks)
-        if spec.train.grad_norm_every:  # per-layer gradient norms into metrics.jsonl (He 2016b sec. 3)
-            self.callbacks.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
         self.stop = stop or StopFlag()
         self.dist = distributed.from_env()
-        self.rt = runtime_mod.select(spec.run, spec.train, self.dist.local_rank)
+        self.rt = runtime_mod.select(spec.run, spec.train, self.dist.local_rank, torchrun=self.dist.active)
+        # `auto` precision resolved once, here, and kept in the spec the checkpoints carry.
+        self.spec = spec = runtime_mod.pinned(spec, self.rt)
+        if spec.train.grad_norm_every and self.dist.is_main:
+            # Per-layer gradient norms into metrics.jsonl (He 2016b sec. 3). Rank 0 alone: after
+            # DDP's all-reduce every rank holds the same gradients, and only rank 0 writes files.
+            self.callbacks.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
         distributed.init(self.dist, self.rt.device)
         self.data = data if data is not None else data_mod.load(spec.data)
         torch.manual_seed(spec.run.seed)
         num_classes = spec.model.num_classes or self.data.num_classes
-        self.model = build_model(spec.model, self.data.in_channels, num_classes)
+        self.model = build_model(spec.model, self.data.in_channels, num_classes)  # the same weights on every rank
+        if self.dist.rank:  # each rank's own dropout masks
+            torch.manual_seed(distributed.rank_seed(spec.run.seed, self.dist.rank))
         self.model.checkpoint_segments = spec.train.checkpoint_segments
         self.params = count_params(self.model)
         if spec.train.sync_bn and self.dist.active:
@@ -89,6 +96,7 @@ class Trainer:
         o = spec.optim
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=o.lr, momentum=o.momentum,
                                          nesterov=o.nesterov, weight_decay=o.weight_decay)
+        self.scaler = self.rt.scaler()
         # Gradients live from the first step to the last: allocate them now, before any activation,
         # and zero them in place. Allocated during the first backward they land between recomputed
         # activations and pin a fragmented heap (ResNet-1001 with checkpointing on the CPU: peak RSS
@@ -111,21 +119,28 @@ class Trainer:
 
     # -- checkpoints -----------------------------------------------------------------------------
 
-    def state(self) -> dict[str, Any]:
+    def state(self, rng: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """What a checkpoint holds; `rng`: every rank's RNG streams (default: this process's)."""
         p = self.p
         return {
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
             "progress": {k: getattr(p, k) for k in Progress.__dataclass_fields__},
-            "rng": ckpt.rng_state(), "spec": to_tree(self.spec),
+            "rng": rng if rng is not None else [ckpt.rng_state(self.rt.device)], "spec": to_tree(self.spec),
             "order": {"epoch": self.order_epoch, "perm": self.order},
         }
 
     def save(self) -> None:
-        if self.run_dir is not None and self.dist.is_main:
-            ckpt.save(self.state(), self.run_dir.file(CHECKPOINT))
+        if self.run_dir is None:
+            return
+        rng = distributed.gather_to_main(ckpt.rng_state(self.rt.device), self.dist)  # every rank takes part
+        if self.dist.is_main:
+            ckpt.save(self.state(rng), self.run_dir.file(CHECKPOINT))
 
     def restore(self, state: dict[str, Any], allow_spec_change: bool = False) -> None:
         saved = resolve(validate(state["spec"], "checkpoint spec"))
+        if saved.run.precision == "auto":  # checkpoints from before precision was recorded
+            saved = runtime_mod.pinned(saved, self.rt)
         changed = [k for k in diff(saved, self.spec) if k not in RESUME_FREE]
         if changed and not allow_spec_change:
             raise UserError(f"the spec differs from the run's in {', '.join(changed)}; "
@@ -135,8 +150,12 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
             raise UserError(f"checkpoint does not fit this model: {str(exc).splitlines()[0][:200]}") from None
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
         self.p = Progress(**state["progress"])
-        ckpt.set_rng_state(state["rng"])
+        mine = ckpt.rank_rng_state(state["rng"], self.dist.rank)
+        if mine is not None:  # a rank the saving run did not have keeps its freshly seeded stream
+            ckpt.set_rng_state(mine, self.rt.device)
         order = state.get("order") or {}
         self.order, self.order_epoch = order.get("perm"), order.get("epoch", -1)
 
@@ -224,11 +243,13 @@ class Trainer:
             out = self.forward_model(x)  # (N, classes)
             loss = self.loss_fn(out.float(), y)
         self.optimizer.zero_grad(set_to_none=False)
-        loss.backward()
+        self.scaler.scale(loss).backward()  # fp16: the loss scaled up so small gradients survive
+        self.scaler.unscale_(self.optimizer)  # callbacks (gradient norms) see the true gradients
         self.last_loss, self.last_output, self.last_target = loss, out.detach(), y  # for callbacks
         for cb in self.callbacks:
             cb.after_backward(self)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed
+        self.scaler.update()
         return loss, out.detach()
 
     def _sync(self, loss: torch.Tensor) -> tuple[float, bool]:
@@ -263,10 +284,11 @@ class Trainer:
             "event": "epoch", "epoch": p.epoch + 1, "iter": p.iteration, "lr": self.lr,
             "train_loss": p.loss_sum / max(p.seen, 1), "train_error": 100.0 * (1 - p.correct / max(p.seen, 1)),
         }
-        if self.dist.is_main and (self.spec.train.eval_every == "epoch" or p.iteration >= self.total):
+        if self.spec.train.eval_every == "epoch" or p.iteration >= self.total:  # all ranks, sharded
+            distributed.broadcast_buffers(self.model, self.dist)
             if data_mod.num_examples(self.data, "val"):
-                record["val_loss"], record["val_error"] = evaluate(self.model, self.data, "val", self.rt)
-            record["test_loss"], record["test_error"] = evaluate(self.model, self.data, "test", self.rt)
+                record["val_loss"], record["val_error"] = evaluate(self.model, self.data, "val", self.rt, d=self.dist)
+            record["test_loss"], record["test_error"] = evaluate(self.model, self.data, "test", self.rt, d=self.dist)
         record["elapsed_s"] = round(p.elapsed, 3)
         record["images_per_s"] = p.train_images / max(p.elapsed, 1e-9)
         p.history.append(record)

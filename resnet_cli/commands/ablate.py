@@ -65,7 +65,7 @@ def ablate(
     fmt = output.choose(json_)
     if only is not None:
         return _only(plan, only, fmt)
-    return _sweep(plan, jobs, sets, fmt, figure)
+    return _sweep(plan, jobs, fmt, figure)
 
 
 def _only(plan, key: str, fmt) -> None:
@@ -135,7 +135,7 @@ class _Progress:
             self.live.update(self.table())
 
 
-def _sweep(plan, jobs: int, sets: list[str], fmt, figure_path: str | None) -> None:
+def _sweep(plan, jobs: int, fmt, figure_path: str | None) -> None:
     import signal
     import time
     from pathlib import Path
@@ -154,7 +154,7 @@ def _sweep(plan, jobs: int, sets: list[str], fmt, figure_path: str | None) -> No
     if progress.live is not None:
         progress.live.start()
     try:
-        result = sweep.execute(plan, jobs=jobs or None, sets=sets, notify=progress)
+        result = sweep.execute(plan, jobs=jobs or None, notify=progress)
     finally:
         if progress.live is not None:
             progress.live.stop()

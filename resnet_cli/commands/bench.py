@@ -64,9 +64,11 @@ def bench(
                              device=device, threads=threads)
     bench_mod.check_spec(spec)
     if device is not None or spec.run.device != "auto":
-        from ..runtime import select
+        from ..runtime import plan
 
-        select(spec.run, spec.train)  # an unavailable device is bad input: say so before measuring
+        # An unavailable device is bad input: say so before measuring. `plan` without probing the
+        # GPU: a CUDA context in this parent would hold GPU memory while the children measure.
+        plan(spec.run, spec.train, probe_gpu=False)
     name = spec_file or f"resnet{spec.model.depth}"
     console = output.stderr()
     progress = console.print

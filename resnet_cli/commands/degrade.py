@@ -165,7 +165,7 @@ def _write_result(path: Path, plan, summaries, found, wall: float) -> None:
     result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
               "base_spec": plan.base, "summaries": summaries, "findings": found, "wall_s": round(wall, 1),
               "versions": versions(), "git_commit": git_commit(),
-              "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+              "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)

@@ -43,26 +43,6 @@ def exit_code(status: str, signum: int | None = None) -> int:
     return errors.OK
 
 
-def _launch_torchrun(nproc: int) -> int:
-    """`resnet train --nproc N ...` is `torchrun --standalone --nproc_per_node N -m resnet_cli train ...`:
-    the standard launcher, not a home-made one, so its restart and rendezvous rules apply."""
-    import subprocess
-    import sys
-
-    argv, skip = [], False
-    for arg in sys.argv[1:]:
-        if skip:
-            skip = False
-        elif arg == "--nproc":
-            skip = True
-        elif not arg.startswith("--nproc="):
-            argv.append(arg)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "resnet_cli", *argv]
-    output.info("launching: " + " ".join(cmd[1:]))
-    return subprocess.call(cmd)
-
-
 def _resume_dir(resume: str, out: str | None) -> Path:
     if resume == "auto":
         if out is None:
@@ -95,8 +75,6 @@ def train(
     nproc: Annotated[int, typer.Option("--nproc", min=1, help="Start N processes on this machine with torchrun (DistributedDataParallel).")] = 1,
 ) -> None:
     """Train one net. Progress on stderr; a result table (or JSON lines) on stdout."""
-    if nproc > 1 and "RANK" not in os.environ:
-        raise typer.Exit(_launch_torchrun(nproc))
     fmt = output.choose(json_)
     flags = dict(depth=depth, preact=preact, dataset=dataset, data_dir=data_dir, epochs=epochs, iters=iters,
                  batch_size=batch_size, lr=lr, seed=seed, device=device, threads=threads, out=out)
@@ -104,6 +82,11 @@ def train(
     if resume_dir is not None and spec_file is None and (resume_dir / "spec.yaml").is_file():
         spec_file = str(resume_dir / "spec.yaml")
     spec = common.build_spec(spec_file, set_, **flags)
+    if nproc > 1 and "RANK" not in os.environ:
+        from ..launch import launch_torchrun, precheck
+
+        precheck(spec, nproc, resume_dir)  # what one process can see is checked before any is started
+        raise typer.Exit(launch_torchrun(nproc))
     if dry_run:
         return _dry_run(spec, fmt)
     summary = run(spec, fmt=fmt, resume_dir=resume_dir, auto=resume == "auto", force_resume=force_resume)
@@ -111,9 +94,11 @@ def train(
 
 
 def _dry_run(spec, fmt: output.Format) -> None:
+    from .. import runtime
     from ..model import build_model, count_params
     from ..spec import shape_of, to_tree, to_yaml
 
+    spec = runtime.pinned(spec, runtime.plan(spec.run, spec.train))  # an unusable device fails here, as in training
     channels, classes = shape_of(spec.data)
     model = build_model(spec.model, channels, spec.model.num_classes or classes)
     params = count_params(model)
@@ -128,13 +113,22 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
         force_resume: bool = False, quiet: bool = False) -> dict[str, Any]:
     """Start or continue a run in its run directory; returns the summary (also on disk)."""
     from .. import checkpoint as ckpt
-    from .. import distributed
-    from ..rundir import CHECKPOINT, RunDir, default_path
+    from .. import data as data_mod
+    from .. import distributed, runtime
+    from ..rundir import CHECKPOINT, SPEC, RunDir, default_path
     from ..train import StopFlag, Trainer
 
     d = distributed.from_env()
     if d.active and resume_dir is None and spec.run.out is None:
         raise UserError("under torchrun give --out RUN_DIR, so every rank (and a restart) finds the same run")
+    # What can be checked is checked before the run directory exists: a run that cannot start
+    # leaves nothing behind (no half-made directory that a corrected rerun would refuse).
+    rt = runtime.plan(spec.run, spec.train, d.local_rank, torchrun=d.active)
+    if spec.run.precision == "auto" and rt.precision == "fp16" and d.is_main and not quiet:
+        output.info("run.precision auto: fp16 autocast with a GradScaler (this GPU has no native bf16); "
+                    "--set run.precision=fp32 for the papers' numerics")
+    spec = runtime.pinned(spec, rt)
+    data = data_mod.load(spec.data)
     path = resume_dir or Path(spec.run.out or default_path(spec))
     if spec.run.out != str(path):
         spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
@@ -142,6 +136,7 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
     quiet = quiet or not d.is_main  # only rank 0 prints and writes
     if d.is_main:
         run_dir.lock()
+    fresh = d.is_main and not any((path / name).exists() for name in (SPEC, CHECKPOINT))
     try:
         state = None
         if resume_dir is not None:
@@ -158,7 +153,7 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
             run_dir.create(spec, runtime={})
         callbacks = [] if quiet else [TerminalProgress(fmt)]
         stop = StopFlag().install()
-        trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop)
+        trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop, data=data)
         if state is not None:
             trainer.restore(state, allow_spec_change=force_resume)
             if trainer.p.iteration >= trainer.total and run_dir.summary():
@@ -176,6 +171,10 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
                 output.info(f"[yellow]note[/]: {note}")
         summary = trainer.run()
         distributed.shutdown(clean=True)
+    except BaseException:
+        if fresh and not (path / CHECKPOINT).exists():
+            run_dir.remove_unstarted()  # it never trained a checkpoint's worth: nothing to resume or report
+        raise
     finally:
         run_dir.unlock()
         distributed.shutdown(clean=False)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import pickle
-import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -12,7 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from .splits import Raw, Split, cache_dir, reason
+from .splits import Raw, Split, cache_dir, reason, torchvision_download
 
 _CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
 
@@ -43,7 +41,7 @@ def read(spec) -> Raw:
     if folder is None:
         if not spec.download:
             raise UserError(f"{fmt.title} not found in {base} and data.download is off: {_cifar_hint(fmt)}")
-        _download_cifar(fmt, base)
+        torchvision_download(fmt.torchvision_class, base, fmt.title, _cifar_hint(fmt))
         folder = _find_cifar(fmt, base)
         if folder is None:
             raise UserError(f"{fmt.title} was downloaded into {base} but its batches are missing: {_cifar_hint(fmt)}")
@@ -68,20 +66,6 @@ def _find_cifar(fmt: _CifarFormat, base: Path) -> Path | None:
             raise UserError(f"{fmt.title} in {folder} is incomplete (missing {missing}): "
                             f"extract {fmt.archive} again")
     return None
-
-
-def _download_cifar(fmt: _CifarFormat, root: Path) -> None:
-    """Fetch and extract the archive with torchvision into `root`, where the next run finds it."""
-    try:
-        import torchvision.datasets
-
-        root.mkdir(parents=True, exist_ok=True)
-        # torchvision may print progress; stdout carries the tool's results only.
-        with contextlib.redirect_stdout(sys.stderr):
-            getattr(torchvision.datasets, fmt.torchvision_class)(root=str(root), train=True, download=True)
-    except Exception as err:  # noqa: BLE001 - any failure means "not available"; say why in one line
-        raise UserError(f"{fmt.title} not found in {root} and could not be downloaded ({reason(err)}): "
-                        f"{_cifar_hint(fmt)}") from None
 
 
 class _ArrayUnpickler(pickle.Unpickler):

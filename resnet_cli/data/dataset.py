@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import cifar, digits, folders, synthetic
+from . import cifar, digits, folders, mnist, synthetic
 from .batches import Batches, eval_batches
 from .folders import FolderBatches, FolderData
 from .splits import Split, normalise_in_place, positions, take
@@ -17,7 +17,7 @@ SPLITS = ("train", "val", "test")
 
 @dataclass
 class Data:
-    name: str  # 'digits', 'synthetic', 'cifar10', 'cifar100', 'imagenet'
+    name: str  # one of datasets.DATASETS
     train: Split | None  # None only for image-folder (imagenet) data
     test: Split | None
     val: Split | None  # held-out part of train when spec.val_split > 0
@@ -32,7 +32,8 @@ def load(spec) -> Data:
     if spec.dataset == "imagenet":
         folder = folders.read(spec)
         return Data("imagenet", None, None, None, len(folder.classes), 3, spec.image_size, folder=folder)
-    readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read}
+    readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read,
+               "mnist": mnist.read, "fashion_mnist": mnist.read, "kmnist": mnist.read}
     raw = readers[spec.dataset](spec)
     train_pos, val_pos, test_pos = positions(raw.train.y.numpy(), raw.test.y.numpy(), spec)
     train, test = take(raw.train, train_pos), take(raw.test, test_pos)
@@ -62,13 +63,15 @@ def batches_for(data: Data, split_name: str, batch_size: int, augment: str, pad:
     return Batches(getattr(data, split_name), batch_size, augment, pad, device, seed, shard)
 
 
-def eval_for(data: Data, split_name: str, batch_size: int, device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Evaluation batches (single view, in order) over a split of either kind of data."""
+def eval_for(data: Data, split_name: str, batch_size: int, device, shard: tuple[int, int] = (0, 1)
+             ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Evaluation batches (single view, in order) over a split of either kind of data; `shard` =
+    (rank, world size): this rank's batches only (rank, rank + world, ...)."""
     if num_examples(data, split_name) == 0:
         raise ValueError(f"{data.name} has no '{split_name}' images")
     if data.folder is not None:
-        return data.folder.eval_batches(split_name, batch_size, device)
-    return eval_batches(getattr(data, split_name), batch_size, device)
+        return data.folder.eval_batches(split_name, batch_size, device, shard)
+    return eval_batches(getattr(data, split_name), batch_size, device, shard)
 
 
 def _check_split(split_name: str) -> None:

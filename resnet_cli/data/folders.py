@@ -120,30 +120,43 @@ class _FolderDataset(torch.utils.data.Dataset):
         return UserError(f"image {path} could not be read ({why}): remove or replace it")
 
 
-class _KeySampler(torch.utils.data.Sampler):
-    """Yields (index, per-image seed) for positions first..stop-1 of an epoch order."""
+class _KeyBatches:
+    """A batch sampler of (index, per-image seed) keys: this rank's slice of each global batch,
+    batches `start`..`stop`-1 of an epoch order. An image's seed depends only on its position in the
+    epoch, so a batch's images are the same whatever the worker count, the resume point or the number
+    of ranks. `FolderBatches` sets it anew each epoch; its persistent loader reads it as it goes."""
 
-    def __init__(self, order: list[int], first: int, stop: int, base_seed: int | None):
-        self.order, self.first, self.stop, self.base_seed = order, first, stop, base_seed
+    def __init__(self, batch_size: int, shard: tuple[int, int] = (0, 1)):
+        self.batch_size, self.shard = batch_size, shard
+        self.set(torch.arange(0), 0, 0, 0, None)
+
+    def set(self, order: torch.Tensor, start: int, stop: int, limit: int, base_seed: int | None) -> None:
+        """Batches start..stop-1 of `order` (positions beyond `limit` dropped)."""
+        self.order, self.start, self.stop, self.limit, self.base_seed = order, start, stop, limit, base_seed
 
     def __len__(self) -> int:
-        return self.stop - self.first
+        return max(self.stop - self.start, 0)
 
     def __iter__(self):
-        for pos in range(self.first, self.stop):
-            seed = None if self.base_seed is None else mix(self.base_seed, pos)
-            yield self.order[pos], seed
+        bs = self.batch_size
+        for i in range(self.start, self.stop):
+            positions = shard_of(torch.arange(i * bs, min((i + 1) * bs, self.limit)), self.shard).tolist()
+            yield [(int(self.order[pos]), None if self.base_seed is None else mix(self.base_seed, pos))
+                   for pos in positions]
 
 
-def _folder_loader(dataset: _FolderDataset, sampler: _KeySampler, batch_size: int, workers: int,
-                   device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
-        pin_memory=device.type == "cuda",
+def _folder_loader(dataset: _FolderDataset, batches: _KeyBatches, workers: int, device: torch.device,
+                   persistent: bool = False) -> torch.utils.data.DataLoader:
+    return torch.utils.data.DataLoader(
+        dataset, batch_sampler=batches, num_workers=workers, pin_memory=device.type == "cuda",
+        persistent_workers=persistent and workers > 0,
         # Its own generator: the loader draws a worker base seed, which must not consume the global
         # RNG the training run is seeded from. Images are seeded per key, so its value is unused.
         generator=torch.Generator().manual_seed(0),
     )
+
+
+def _to_device(dataset: _FolderDataset, loader, device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     for x, y in loader:
         if (y < 0).any():
             raise dataset.unreadable(y)
@@ -151,7 +164,10 @@ def _folder_loader(dataset: _FolderDataset, sampler: _KeySampler, batch_size: in
 
 
 class FolderBatches:
-    """Training batches from an image folder: same interface as `Batches`."""
+    """Training batches from an image folder: same interface as `Batches`. One DataLoader for the
+    whole run, its workers persistent across epochs; under torchrun each rank's loader yields its
+    slice of every global batch (a loader per global batch would fork workers at every step and
+    prefetch nothing)."""
 
     def __init__(self, dataset: _FolderDataset, batch_size: int, device, seed: int, workers: int,
                  shard: tuple[int, int] = (0, 1)):
@@ -159,6 +175,8 @@ class FolderBatches:
         self.shard = shard
         self.device = torch.device(device)
         self.iters_per_epoch = iters_per_epoch(len(dataset), batch_size)
+        self.keys = _KeyBatches(batch_size, shard)
+        self.loader = None  # made at the first epoch
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -168,16 +186,11 @@ class FolderBatches:
         """As `Batches.epoch`: `order` is a permutation drawn by the caller (`data.shuffle: global`)."""
         check_start(start, self.iters_per_epoch)
         order = epoch_order(len(self), self.seed, epoch) if order is None else order.cpu()
-        stop = min(len(self), self.iters_per_epoch * self.batch_size)
-        if self.shard[1] == 1:
-            sampler = _KeySampler(order.tolist(), start * self.batch_size, stop, mix(self.seed, epoch, TAG_SAMPLE))
-            yield from _folder_loader(self.dataset, sampler, self.batch_size, self.workers, self.device)
-            return
-        # Distributed: this rank's slice of each global batch, one loader pass per global batch.
-        for i in range(start, self.iters_per_epoch):
-            part = shard_of(order[i * self.batch_size:min((i + 1) * self.batch_size, stop)], self.shard).tolist()
-            sampler = _KeySampler(part, 0, len(part), mix(self.seed, epoch, i, self.shard[0], TAG_SAMPLE))
-            yield from _folder_loader(self.dataset, sampler, len(part), self.workers, self.device)
+        limit = min(len(self), self.iters_per_epoch * self.batch_size)
+        self.keys.set(order, start, self.iters_per_epoch, limit, mix(self.seed, epoch, TAG_SAMPLE))
+        if self.loader is None:
+            self.loader = _folder_loader(self.dataset, self.keys, self.workers, self.device, persistent=True)
+        yield from _to_device(self.dataset, self.loader, self.device)
 
 
 class FolderData:
@@ -197,8 +210,13 @@ class FolderData:
                                  self.image_size)
         return FolderBatches(dataset, batch_size, device, seed, self.workers, shard)
 
-    def eval_batches(self, split_name: str, batch_size: int, device) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def eval_batches(self, split_name: str, batch_size: int, device, shard: tuple[int, int] = (0, 1)
+                     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The split in order, centre views; `shard`: this rank's batches (rank, rank + world, ...)."""
         dataset = _FolderDataset(self.samples[split_name], _folder_transform(self.image_size, "none"),
                                  self.image_size)
-        sampler = _KeySampler(list(range(len(dataset))), 0, len(dataset), None)
-        return _folder_loader(dataset, sampler, batch_size, self.workers, torch.device(device))
+        rank, world = shard
+        keys = [[(i, None) for i in range(b, min(b + batch_size, len(dataset)))]
+                for b in range(rank * batch_size, len(dataset), world * batch_size)]
+        device = torch.device(device)
+        return _to_device(dataset, _folder_loader(dataset, keys, self.workers, device), device)

@@ -8,7 +8,9 @@ Fixed choices, all independent of the run seed so that every run sees the same d
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -124,3 +126,18 @@ def reason(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     first = text[0] if text else ""
     return f"{type(err).__name__}: {first[:160]}" if first else type(err).__name__
+
+
+def torchvision_download(class_name: str, root: Path, title: str, hint: str, looked: str | None = None) -> None:
+    """Fetch a dataset with torchvision's class of that name into `root`; any failure is one line
+    naming where the files were looked for (`looked`, else `root`)."""
+    try:
+        import torchvision.datasets
+
+        root.mkdir(parents=True, exist_ok=True)
+        # torchvision may print progress; stdout carries the tool's results only.
+        with contextlib.redirect_stdout(sys.stderr):
+            getattr(torchvision.datasets, class_name)(root=str(root), train=True, download=True)
+    except Exception as err:  # noqa: BLE001 - any failure means "not available"; say why in one line
+        raise UserError(f"{title} not found in {looked or root} and could not be downloaded ({reason(err)}): "
+                        f"{hint}") from None

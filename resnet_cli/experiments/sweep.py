@@ -2,13 +2,17 @@
 
 Re-running a sweep skips finished runs (summary.json says completed or diverged), resumes
 unfinished ones from their checkpoint, and refuses to reuse a directory whose run had another spec.
-With one job the runs execute in this process; with several, each is a child process
+With one job the runs execute in this process; with several, on that many long-lived worker
+processes (experiments/workers.py) that import torch once and take runs from a queue, longest
+first, until it is empty. Each worker has its share of the CPU threads, or one GPU (round robin
+over the GPUs this process may use). Each run keeps its own log (RUN/ablate.log); a run that raises
+fails alone, a worker that dies is replaced, and SIGINT/SIGTERM make every running run save its
+checkpoint and stop (rerun to resume). For job arrays, `--list` prints one command per run:
 
-    python -m resnet_cli ablate STUDY --preset P --out RESULTS --only ROW:SEED --json
+    resnet ablate STUDY --preset P --out RESULTS --only ROW:SEED --json
 
-(the same command `--list` prints for job arrays), with the CPU threads split between them, or one
-GPU each, round robin, when there are GPUs. A diverged run (NaN/Inf or exploding loss, exit code 3)
-is the paper's "fail": its row is marked and the sweep goes on.
+A diverged run (NaN/Inf or exploding loss, exit code 3) is the paper's "fail": its row is marked
+and the sweep goes on.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
+import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import errors, output
 from ..errors import UserError
@@ -83,7 +88,10 @@ def check_reusable(run: PlannedRun) -> None:
         theirs = spec_mod.resolve(spec_mod.validate(yamlio.load_file(spec_file), str(spec_file)))
     except UserError as exc:
         raise UserError(f"{run.path} holds an unreadable run ({exc.message}); delete it or use another --out") from None
-    changed = [k for k in spec_mod.diff(theirs, run.spec) if k not in spec_mod.RESUME_FREE]
+    # `run.precision: auto` is written into spec.yaml as resolved when the run started; whether it
+    # still resolves the same here is the resume's check (it refuses a change in one line).
+    changed = [k for k in spec_mod.diff(theirs, run.spec) if k not in spec_mod.RESUME_FREE
+               and not (k == "run.precision" and run.spec.run.precision == "auto")]
     if changed:
         raise UserError(f"{run.path} holds a run with another spec ({', '.join(changed[:4])}); "
                         "delete it or use another --out")
@@ -157,7 +165,7 @@ class SweepResult:
     signum: int | None = None  # set when a signal stopped the sweep (rerun to resume)
 
 
-def execute(plan: Plan, jobs: int | None = None, sets: list[str] = (), notify: Notify | None = None) -> SweepResult:
+def execute(plan: Plan, jobs: int | None = None, notify: Notify | None = None) -> SweepResult:
     """Run every unfinished run of the plan."""
     notify = notify or (lambda run, outcome: None)
     outcomes: dict[str, Outcome] = {}
@@ -183,7 +191,7 @@ def execute(plan: Plan, jobs: int | None = None, sets: list[str] = (), notify: N
         if jobs == 1:
             _in_process(plan, todo, outcomes, notify, sig)
         else:
-            _children(plan, todo, outcomes, notify, sig, jobs, list(sets))
+            _workers(plan, todo, outcomes, notify, sig, jobs)
     return SweepResult(outcomes, sig.signum)
 
 
@@ -214,78 +222,70 @@ def _in_process(plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome]
             break
 
 
-@dataclass
-class _Child:
-    run: PlannedRun
-    proc: subprocess.Popen
-    log: Any
-    slot: int
-    started: float
+def _workers(plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify, sig: StopFlag,
+             jobs: int) -> None:
+    from . import workers
+
+    shares = workers.shares(jobs, cpu_cores(), gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    stopped: list[SweepStopped] = []
+
+    def done(run: PlannedRun, result: workers.Done) -> bool:
+        if not result.started:
+            return False  # stopped before it began: nothing to report, rerun to start it
+        if result.error is None:
+            outcome = result.result
+        elif result.died and sig.signum is not None:
+            outcome = Outcome("interrupted")  # ended by the stop (a second Ctrl-C): resumes from its checkpoint
+        else:
+            outcome = Outcome("error", f"{result.error}; log: {run.path / LOG}", code=errors.FAILED)
+        outcomes[run.key] = outcome
+        notify(run, outcome)
+        if outcome.status == "error" and outcome.code == errors.USAGE and not stopped:
+            stopped.append(SweepStopped(run, outcome.message))
+            return True  # the same input error would stop every other run too
+        return False
+
+    workers.run_queue([(plan, run) for run in todo], _run_logged, shares, sig,
+                      on_start=lambda item: notify(item[1], None), on_done=lambda item, result: done(item[1], result))
+    if stopped:
+        raise stopped[0]
 
 
-def _children(plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify, sig: StopFlag,
-              jobs: int, sets: list[str]) -> None:
-    gpus = gpu_count()
-    threads = max(1, cpu_cores() // jobs)
-    program = [sys.executable, "-m", "resnet_cli"]
-    pending = list(todo)
-    active: list[_Child] = []
-    free = list(range(jobs))
-    forwarded = False
-    stopped: SweepStopped | None = None
-    while pending or active:
-        if sig.signum is not None and not forwarded:
-            # Children run in their own sessions (a terminal's Ctrl-C reaches only us), so each gets
-            # exactly one signal: a trainer saves its checkpoint on the first and quits on a second.
-            for child in active:
-                child.proc.send_signal(sig.signum)
-            forwarded = True
-            pending.clear()
-        while pending and free and sig.signum is None:
-            run = pending.pop(0)
-            slot = free.pop(0)
-            env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-            if gpus:
-                env["CUDA_VISIBLE_DEVICES"] = str(slot % gpus)
-            run.path.mkdir(parents=True, exist_ok=True)
-            log = open(run.path / LOG, "a", encoding="utf-8")
-            proc = subprocess.Popen(command_for(plan, run, sets, program), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-            active.append(_Child(run, proc, log, slot, time.perf_counter()))
-            notify(run, None)
-        time.sleep(0.2)
-        for child in list(active):
-            rc = child.proc.poll()
-            if rc is None:
-                continue
-            child.log.close()
-            active.remove(child)
-            free.append(child.slot)
-            outcome = _from_exit(child, rc)
-            outcomes[child.run.key] = outcome
-            notify(child.run, outcome)
-            if rc == errors.USAGE and stopped is None:
-                stopped = SweepStopped(child.run, outcome.message)
-                pending.clear()  # the same input error would stop every other run too
-    if stopped is not None:
-        raise stopped
+def _run_logged(item: tuple[Plan, PlannedRun]) -> Outcome:
+    """One run inside a worker process, its output (warnings, errors, a traceback) in its own log."""
+    plan, run = item
+    log = run.path / LOG
+    run.path.mkdir(parents=True, exist_ok=True)
+    tick = time.perf_counter()
+    with _output_to(log):
+        print(f"resnet ablate: run {run.key} in worker process {os.getpid()}", file=sys.stderr, flush=True)
+        try:
+            return run_one(plan, run)
+        except UserError as exc:
+            print(f"resnet: error: {exc.message}", file=sys.stderr, flush=True)
+            return Outcome("error", f"{exc.message} (log: {log})", time.perf_counter() - tick, exc.code)
+        except Exception as exc:  # a bug: the traceback goes to the run's log, the worker goes on
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+            return Outcome("error", f"{type(exc).__name__}: {exc} (traceback in {log})".replace("\n", " "),
+                           time.perf_counter() - tick, errors.FAILED)
 
 
-def _from_exit(child: _Child, rc: int) -> Outcome:
-    wall = time.perf_counter() - child.started
-    if rc == errors.OK:
-        summary = _summary(child.run.path) or {}
-        return Outcome(summary.get("status", "completed"), wall_s=wall)
-    if rc == errors.DIVERGED:
-        return Outcome("diverged", wall_s=wall)
-    if rc in (errors.INTERRUPTED_INT, errors.INTERRUPTED_TERM):
-        return Outcome("interrupted", wall_s=wall)
-    return Outcome("error", f"exit {rc}: {_last_line(child.run.path / LOG)} (log: {child.run.path / LOG})", wall, rc)
-
-
-def _last_line(path: Path) -> str:
-    try:
-        lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][:200] if lines else ""
+@contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr (the file descriptors, so C extensions' output too) at
+    a file for the duration."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "a", encoding="utf-8") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)

@@ -99,11 +99,12 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> Trained:
         raise UserError(f"{p / CHECKPOINT}: weights do not fit the net in {SPEC}: "
                         f"{str(exc).splitlines()[0][:160]}") from None
     model.to(dev).eval()
+    runtime_for(dev)  # fp32 without TF32 on CUDA for every analysis of the run (landscape, responses, lesion)
     return Trained(path=p, spec=spec, model=model, data=loaded, device=dev)
 
 
 def runtime_for(device: torch.device):
     """Analyses run in fp32 (a landscape in bf16 would be bf16 rounding noise) and NCHW."""
-    from ..runtime import Runtime
+    from ..runtime import analysis_runtime
 
-    return Runtime(device=device, bf16=False, channels_last=False)
+    return analysis_runtime(device)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from torch import nn
@@ -45,9 +46,15 @@ class ResNet(nn.Module):
         groups = _split(list(self.units), self.checkpoint_segments)
         for group in groups:
             seg = nn.Sequential(*group)
-            x = checkpoint(seg, x, use_reentrant=False,
-                           context_fn=lambda seg=seg: (contextlib.nullcontext(), _frozen_bn_stats(seg)))
+            # A partial of a module-level function, not a lambda made here: torch.compile (Dynamo)
+            # refuses a function object created inside the traced forward as `context_fn`.
+            x = checkpoint(seg, x, use_reentrant=False, context_fn=functools.partial(_recompute_contexts, seg))
         return x
+
+
+def _recompute_contexts(seg: nn.Module):
+    """`checkpoint`'s context_fn: nothing around the first pass, frozen BN statistics around the recomputation."""
+    return contextlib.nullcontext(), _frozen_bn_stats(seg)
 
 
 def _split(items: list, k: int) -> list[list]:

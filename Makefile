@@ -30,7 +30,17 @@ gpu-check: $(if $(filter $(BIN)/python,$(GPU_PY)),$(STAMP))
 	$(GPU_PY) tests/gpu/check.py --out gpu-check.json --budget $(GPU_BUDGET)
 
 lint: $(STAMP)
-	$(BIN)/ruff check resnet_cli tests
+	$(BIN)/ruff check resnet_cli tests tools
+
+# Every measured table in docs/ is written by tools/docs_tables.py from the commands' --json output
+# (between <!-- generated: NAME --> markers), with the machine and wall time beside it.
+.PHONY: docs docs-studies
+
+docs: $(STAMP)  ## the quick tables and figures: digits runs, degrade, gradnorm, plot, lesion, landscape (minutes)
+	$(BIN)/python tools/docs_tables.py quick
+
+docs-studies: $(STAMP)  ## the five quick ablation studies and the benchmarks (an hour or more on 2 cores)
+	$(BIN)/python tools/docs_tables.py studies
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache gpu-check.json gpu-check.junit.xml

@@ -1,0 +1,230 @@
+"""The docs: a page per command, links and images that resolve, generated sections that the
+generator knows, no citations of notes users do not have, and the generator's renderers checked on
+small hand-made JSON (nothing trains here)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import docs_tables  # noqa: E402
+import renderers as R  # noqa: E402
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HTML_SRC = re.compile(r"<img[^>]*\ssrc=\"([^\"]+)\"")
+
+
+def _commands() -> list[str]:
+    """The commands `resnet --help` lists (hidden ones excluded, as the help excludes them)."""
+    from resnet_cli.cli import app
+
+    group = typer.main.get_command(app)
+    ctx = group.make_context("resnet", [], resilient_parsing=True)
+    return [name for name in group.list_commands(ctx) if not group.get_command(ctx, name).hidden]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # a '#' in a code block is not a heading
+    found = {_slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+)$", text, flags=re.M)}
+    return found | set(re.findall(r"<a id=\"([^\"]+)\"", text))
+
+
+def _links(page: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)  # inline code shows syntax, not links
+    return LINK.findall(text) + HTML_SRC.findall(text)
+
+
+def broken_links(pages: list[Path], root: Path = ROOT) -> list[str]:
+    bad = []
+    for page in pages:
+        for target in _links(page):
+            if re.match(r"^[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                bad.append(f"{page.relative_to(root)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                bad.append(f"{page.relative_to(root)}: {target} (no heading or anchor '{anchor}')")
+    return bad
+
+
+def test_every_command_in_help_has_its_docs_page():
+    commands = _commands()
+    assert {"train", "ablate", "degrade", "gradnorm"} <= set(commands)  # the listing itself is not empty
+    missing = [c for c in commands if not (DOCS / f"{c}.md").exists()]
+    assert not missing, f"commands without docs/<command>.md: {missing}"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert not [c for c in commands if f"(docs/{c}.md)" not in readme], "README links every command's page"
+
+
+def test_every_relative_link_and_image_resolves():
+    assert not broken_links(PAGES)
+
+
+def test_the_link_check_catches_a_broken_link_and_a_broken_anchor(tmp_path):
+    page = tmp_path / "page.md"
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "ok.png").write_bytes(b"")
+    page.write_text("# Top part\n\n[fine](#top-part) ![ok](figures/ok.png)\n[gone](missing.md) "
+                    "![gone](figures/none.png) [no anchor](#nowhere) `[code](not-a-link.md)`\n", encoding="utf-8")
+    bad = broken_links([page], root=tmp_path)
+    assert bad == ["page.md: missing.md (no such file)", "page.md: figures/none.png (no such file)",
+                   "page.md: #nowhere (no heading or anchor 'nowhere')"]
+
+
+def test_generated_sections_match_the_generator():
+    on_pages = {}
+    for page in PAGES:
+        for m in docs_tables.MARKER.finditer(page.read_text(encoding="utf-8")):
+            on_pages.setdefault(m.group("name"), []).append(page.name)
+    known = {s.name: s.page for s in docs_tables.SECTIONS}
+    assert set(on_pages) == set(known), "every marker has a renderer and every renderer a marker"
+    assert all(on_pages[n] == [known[n]] for n in known), "each section appears once, on its own page"
+    opened = sum(len(re.findall(r"^<!-- generated:", p.read_text(encoding="utf-8"), flags=re.M)) for p in PAGES)
+    assert opened == sum(len(v) for v in on_pages.values()), "every '<!-- generated' is closed by '<!-- end -->'"
+    for s in docs_tables.SECTIONS:
+        assert all(j in docs_tables.JOBS for j in s.jobs)
+
+
+def test_docs_cite_papers_not_private_notes():
+    # Built from pieces so that this file does not match tests/test_legible.py's scan of tests/.
+    notes = re.compile("|".join(["SCIEN" + r"CE\.md", "PITFA" + "LLS", r"\.\./shar" + "ed", "/wo" + "rk/"]))
+    offenders = [p.name for p in PAGES if notes.search(p.read_text(encoding="utf-8"))]
+    assert not offenders
+
+
+# --- the generator ------------------------------------------------------------------------------
+
+def test_replace_section_keeps_everything_outside_the_markers():
+    text = "intro\n<!-- generated: a -->\nold a\n<!-- end -->\nmiddle\n<!-- generated: b -->\nold b\n<!-- end -->\nend\n"
+    out = docs_tables.replace_section(text, "b", "new b")
+    assert out == "intro\n<!-- generated: a -->\nold a\n<!-- end -->\nmiddle\n<!-- generated: b -->\nnew b\n<!-- end -->\nend\n"
+    with pytest.raises(ValueError, match="section 'c'"):
+        docs_tables.replace_section(text, "c", "x")
+
+
+def test_degrade_table_on_fake_summaries():
+    rec = {"event": "summary", "net": "plain", "depth": 26, "n": 3, "diverged": 0, "params": 56410, "seeds": [0, 1, 2],
+           "train_loss_median": 0.7791, "train_loss_min": 0.6171, "train_loss_max": 1.1984,
+           "train_acc_median": 0.7021, "train_acc_min": 0.5, "train_acc_max": 0.83,
+           "test_acc_median": 0.5416, "test_acc_min": 0.225, "test_acc_max": 0.7423,
+           "grad_norm_first_layer_median": 4.094, "grad_norm_first_layer_min": 2.81, "grad_norm_first_layer_max": 4.97}
+    run = {"event": "run", "net": "plain", "depth": 26, "seed": 0}
+    text = R.degrade_table([run, rec], [{"finding": "plain-26 degrades", "measure": "median training accuracy",
+                                         "ours": 0.7021, "article": 0.56, "article_range": [0.395, 0.834],
+                                         "criterion": "below 0.8", "reproduced": True}])
+    lines = text.splitlines()
+    assert lines[0] == "| net | depth | n | params | train loss | train acc | test acc | grad norm, first conv, step 1 |"
+    assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | 0.542 (0.225–0.742) "
+                        "| 4.09 (2.81–4.97) |")
+    assert "Median (min–max) over seeds 0..2." in text
+    assert "| plain-26 degrades | median training accuracy | 0.70 | 0.56, 0.395–0.834 | below 0.8 | yes |" in text
+
+
+def test_gradnorm_table_reads_first_conv_fc_and_the_input_ratio():
+    recs = [{"spec": "scale:0.5", "layer": "stem.0", "index": 1, "path": "main", "kind": "Conv2d", "grad_norm": 4e4},
+            {"spec": "scale:0.5", "layer": "u.0", "index": 2, "path": "main", "kind": "Conv2d", "grad_norm": 0.12},
+            {"spec": "scale:0.5", "layer": "u.1", "index": 3, "path": "main", "kind": "Conv2d", "grad_norm": 27.0},
+            {"spec": "scale:0.5", "layer": "fc", "index": 4, "path": "main", "kind": "Linear", "grad_norm": 0.48},
+            {"spec": "scale:0.5", "layer": "x_1", "index": 1, "path": "input", "kind": "dE/dx", "grad_norm": 1.0,
+             "relative": 2.0, "direct_term": 0.5},
+            {"spec": "scale:0.5", "layer": "x_0", "index": 0, "path": "input", "kind": "dE/dx", "grad_norm": 1.0,
+             "relative": 9.8e5, "direct_term": 0.25}]
+    row = R.gradnorm_table(recs).splitlines()[2]
+    # median of (4e4, 0.12, 27, 0.48) is (0.48 + 27) / 2 = 13.74
+    assert row == "| scale:0.5 | 4 | 4.0e+04 | 1.4e+01 (1.2e-01 – 4.0e+04) | 4.8e-01 | 9.8e+05 | 2.5e-01 |"
+
+
+def test_lesion_tables_on_a_fake_pair():
+    head = lambda lab: {"run": f"runs/{lab}", "label": lab}  # noqa: E731
+    recs = [{"event": "lesion_baseline", **head("ResNet"), "test_error": 2.5},
+            {"event": "lesion_unit", **head("ResNet"), "unit": 1, "deletable": True, "downsampling": False,
+             "test_error": 78.33, "delta": 75.83},
+            {"event": "lesion_unit", **head("ResNet"), "unit": 2, "deletable": True, "downsampling": True,
+             "test_error": 3.0, "delta": 0.5},
+            {"event": "lesion_k", **head("ResNet"), "k": 1, "draws": 2, "median": 40.0, "min": 3.0, "max": 78.33},
+            {"event": "lesion_baseline", **head("plain"), "test_error": 50.56},
+            {"event": "lesion_unit", **head("plain"), "unit": 1, "deletable": False, "downsampling": False,
+             "test_error": None, "delta": None},
+            {"event": "lesion_unit", **head("plain"), "unit": 2, "deletable": True, "downsampling": True,
+             "test_error": 90.0, "delta": 39.44},
+            {"event": "lesion_k", **head("plain"), "k": 1, "draws": 1, "median": 90.0, "min": 90.0, "max": 90.0}]
+    units = R.lesion_units_table(recs).splitlines()
+    assert units[2:] == ["| none | 2.50 | 50.56 |", "| 1 | 78.33 (+75.83) | cannot (shape changes) |",
+                         "| 2 (downsampling) | 3.00 (+0.50) | 90.00 (+39.44) |"]
+    assert R.lesion_k_table(recs).splitlines()[2] == "| 1 | 2 | 40.00 [3.00, 78.33] | 90.00 |"
+    summary = R.lesion_summary_table([(0, recs)], early=1).splitlines()
+    assert summary[2] == "| 0 | ResNet | 2 | 2.50 | 78.33 | 3.00 | +0.50 | - | - |"
+
+
+def test_landscape_and_ablate_rows():
+    land = {"event": "landscape_summary", "label": "plain-26", "dims": 2, "points": 441, "loss_center": 3.551,
+            "accuracy_center": 50.0, "loss_max": 34012.0, "local_minima": 2, "tv_ratio": 1.8, "nonconvex_fraction": 0.34}
+    assert R.landscape_table([land]).splitlines()[2] == "| plain-26 | 2-D, 21x21 | 3.55 | 50.0 | 3.4e4 | 2 | 1.80 | 34 |"
+    row = {"event": "row", "index": 11, "row": "dropout shortcut, p 0.5", "test_error_median": None,
+           "test_error_mean": None, "test_error_std": None, "n": 0, "train_loss": None, "status": "diverged",
+           "paper": "fail", "seeds": [0, 1, 2]}
+    ok = {**row, "index": 1, "row": "original (identity)", "test_error_median": 2.5, "test_error_mean": 3.2407,
+          "test_error_std": 1.283, "n": 3, "train_loss": 0.011898, "status": "completed", "paper": 6.61}
+    failed = {**ok, "index": 2, "row": "constant scaling 0 / 1 (plain)", "test_error_median": 88.89, "fail": True,
+              "paper": "fail"}
+    lines = R.ablate_table([ok, row, failed]).splitlines()
+    assert lines[2] == "| 1 | original (identity) | 2.50 | 3.24 ± 1.28 (3) | 0.0119 | completed | 6.61 |"
+    assert lines[3] == "| 11 | dropout shortcut, p 0.5 | - | - | - | diverged | fail |"
+    assert lines[4] == "| 2 | constant scaling 0 / 1 (plain) | 88.89 **fail** | 3.24 ± 1.28 (3) | 0.0119 | completed | fail |"
+    times = R.ablate_times_table([("shortcut", [ok, row], {"wall_s": 464.0, "cpu_user_s": 635.0, "load_1min": 3.0})])
+    assert times.splitlines()[2] == "| `shortcut` | 2 rows x 3 seeds | **7.7 min** | 10.6 min | 3.0 |"
+
+
+def test_the_note_names_command_machine_and_wall_time():
+    section = next(s for s in docs_tables.SECTIONS if s.name == "plot")
+    meta = {"command": "resnet plot a b --json", "wall_s": 3.2, "machine": "AMD EPYC 9B14, 2 cores", "load_1min": 1.5,
+            "finished": "2026-12-01 12:20 UTC", "commit": "abc1234"}
+    assert docs_tables.note(section, [meta]) == (
+        "*Generated by `make docs` from `resnet plot a b --json`: 3 s wall time on AMD EPYC 9B14, 2 cores "
+        "(1-minute load 1.5 at the end), 2026-12-01 12:20 UTC, commit abc1234.*\n\n")
+
+
+def test_code_paths_named_in_the_docs_exist():
+    """A module moved or split leaves the docs pointing at nothing; name the stale mentions."""
+    stale = []
+    for page in PAGES:
+        for path in re.findall(r"\b((?:resnet_cli|tools|configs|tests)/[\w/.-]+\.(?:py|yaml))\b", page.read_text()):
+            if not (ROOT / path).exists():
+                stale.append(f"{page.name}: {path}")
+    assert not stale
+
+
+def test_the_spec_reference_lists_every_field():
+    """docs/spec.md's annotated YAML names every field the schema has, and none it lacks."""
+    import yaml
+
+    from resnet_cli.spec import Spec, to_tree
+
+    def keys(tree: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for k, v in tree.items():
+            out |= keys(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}"}
+        return out
+
+    text = (DOCS / "spec.md").read_text(encoding="utf-8")
+    documented = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1))
+    assert keys(documented) == keys(to_tree(Spec()))

@@ -1,0 +1,326 @@
+"""Write the measured tables and figures of docs/ from the JSON lines the `resnet` commands print.
+
+    python tools/docs_tables.py quick      # `make docs`: digits runs, degrade, gradnorm, plot, lesion, landscape
+    python tools/docs_tables.py studies    # `make docs-studies`: the five quick ablation studies, the benchmarks
+    python tools/docs_tables.py usage      # only the `--help` texts (seconds)
+    python tools/docs_tables.py render     # re-render every section from the JSON saved by earlier runs
+
+Each table lives in a docs page between `<!-- generated: NAME -->` and `<!-- end -->`; this script
+replaces only what is between the markers, and writes beside each table the commands, the machine
+and the wall time. Commands run as `python -m resnet_cli ... --json` (this interpreter); their
+stdout is kept in runs/docs/json/JOB.jsonl with JOB.meta.json, so a table can be re-rendered (and
+a renderer changed) without training again. Figures come from the commands' own `--out`/`--figure`.
+
+Not part of the package: nothing under resnet_cli/ imports this file. Renderers are pure functions
+from JSON records to markdown (tests/test_docs.py feeds them small hand-made inputs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import renderers as R  # tools/renderers.py: the markdown of each table
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+FIGURES = DOCS / "figures"
+WORK = ROOT / "runs" / "docs"
+JSON_DIR = WORK / "json"
+
+MARKER = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end -->)", re.S)
+
+
+# --- jobs: one command each --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    argv: tuple[str, ...]                 # after `resnet`
+    fresh: tuple[str, ...] = ()           # paths (relative to ROOT) removed first: these runs start from scratch
+    json_lines: bool = True               # False: keep stdout as text (`--help`)
+
+
+def _run_dir(net: str, seed: int) -> str:
+    return f"runs/docs/{net}-s{seed}"
+
+
+TRAIN_NETS = {  # run name -> (config, extra flags, label)
+    "plain8": ("digits/plain8", (), "plain-8"),
+    "residual8": ("digits/residual8", (), "ResNet-8"),
+    "plain26": ("digits/plain26", (), "plain-26"),
+    "residual26": ("digits/residual26", (), "ResNet-26"),
+    "plain56": ("digits/plain26", ("--depth", "56"), "plain-56"),
+    "residual56": ("digits/residual26", ("--depth", "56"), "ResNet-56"),
+}
+TRAIN_RUNS = [(n, 0) for n in TRAIN_NETS] + [(n, s) for s in (1, 2) for n in ("plain26", "residual26")]
+LESION_SEEDS = (0, 1, 2)
+JACOBIAN_SEEDS = range(10)
+LANDSCAPES = {"26-1d": (26, 1, 41), "26-2d": (26, 2, 21), "56-1d": (56, 1, 41), "56-2d": (56, 2, 15)}
+STUDIES = ("shortcut", "activation", "projection", "depth", "zero-init")
+COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
+BENCH_TRAIN = {"20": ("cifar/resnet20",), "56": ("cifar/resnet56", "--steps", "10"), "110": ("cifar/resnet110",)}
+
+
+def _jobs() -> dict[str, Job]:
+    jobs: list[Job] = []
+    for net, seed in TRAIN_RUNS:
+        config, extra, _ = TRAIN_NETS[net]
+        out = _run_dir(net, seed)
+        jobs.append(Job(f"train-{net}-s{seed}", ("train", config, *extra, "--seed", str(seed), "--out", out, "--json"),
+                        fresh=(out,)))
+    jobs.append(Job("degrade", ("degrade", "--out", "runs/docs/degrade", "--json"), fresh=("runs/docs/degrade",)))
+    jobs.append(Job("gradnorm", ("gradnorm", "--out", "docs/figures/gradnorm-resnet110.png", "--json")))
+    for s in JACOBIAN_SEEDS:
+        jobs.append(Job(f"jacobian-s{s}", ("gradnorm", "--jacobian", "--seed", str(s), "--json")))
+    jobs.append(Job("responses", ("gradnorm", "--responses", *(_run_dir(n, 0) for n in ("plain8", "residual8", "plain26",
+                                                                                        "residual26")),
+                                  "--out", "docs/figures/responses-digits.png", "--json")))
+    jobs.append(Job("plot", ("plot", *(_run_dir(n, 0) for n in ("residual26", "plain26", "residual56", "plain56")),
+                             "--out", "docs/figures/curves-digits-26-56.png", "--json")))
+    for s in LESION_SEEDS:
+        fig = "docs/figures/lesion-digits-26.png" if s == 0 else f"runs/docs/lesion-digits-26-s{s}.png"
+        jobs.append(Job(f"lesion-26-s{s}", ("lesion", _run_dir("residual26", s), "--compare", _run_dir("plain26", s),
+                                             "--out", fig, "--json")))
+    jobs.append(Job("lesion-56-s0", ("lesion", _run_dir("residual56", 0), "--compare", _run_dir("plain56", 0),
+                                     "--out", "docs/figures/lesion-digits-56.png", "--json")))
+    for key, (depth, dims, points) in LANDSCAPES.items():
+        jobs.append(Job(f"landscape-{key}", ("landscape", _run_dir(f"residual{depth}", 0), _run_dir(f"plain{depth}", 0),
+                                              "--dims", str(dims), "--range", "-1", "1", "--points", str(points),
+                                              "--out", f"docs/figures/landscape-digits-{key}.png", "--json")))
+    for study in STUDIES:
+        out = f"runs/docs/ablate/{study}"
+        jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--out", out,
+                                            "--figure", f"docs/figures/ablate-{study}.png", "--json"), fresh=(out,)))
+    for depth, argv in BENCH_TRAIN.items():
+        jobs.append(Job(f"bench-{depth}", ("bench", *argv, "--json")))
+    jobs.append(Job("bench-data", ("bench", "cifar/resnet20", "--data-only", "--json")))
+    jobs.append(Job("bench-vary", ("bench", "cifar/resnet20", "--no-baseline", "--vary", "train.channels_last=on,off",
+                                   "--vary", "run.threads=2,1", "--json")))
+    jobs.append(Job("bench-memory", ("bench", "preact/resnet1001-cifar10", "--batch-size", "32", "--memory", "--json")))
+    for cmd in COMMANDS:
+        jobs.append(Job(f"usage-{cmd}", (cmd, "--help"), json_lines=False))
+    return {j.name: j for j in jobs}
+
+
+JOBS = _jobs()
+
+
+def machine() -> str:
+    """CPU model and cores (and GPUs, where nvidia-smi lists any): what a reader needs to weigh a wall time."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} cores"
+    if shutil.which("nvidia-smi"):
+        gpus = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip().splitlines()
+        if gpus:
+            text += f", {len(gpus)} GPU(s): {gpus[0].split(' (')[0].split(': ', 1)[-1]}"
+    return text
+
+
+def _commit() -> str:
+    """The commit measured; `+changes` when the working tree differed from it (outside docs/ and runs/)."""
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!docs", ":!runs"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return (out.stdout.strip() or "unknown") + ("+changes" if dirty else "")
+
+
+def run_job(job: Job) -> bool:
+    """Run one command, keep its stdout and a meta record; False (with the reason on stderr) if it failed."""
+    for rel in job.fresh:
+        shutil.rmtree(ROOT / rel, ignore_errors=True)
+    JSON_DIR.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "resnet_cli", *job.argv]
+    env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
+    print(f"docs: resnet {' '.join(job.argv)}", file=sys.stderr, flush=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        print(f"docs: {job.name} failed (exit {proc.returncode}); its sections keep their old text", file=sys.stderr)
+        return False
+    suffix = ".jsonl" if job.json_lines else ".txt"
+    (JSON_DIR / f"{job.name}{suffix}").write_text(proc.stdout, encoding="utf-8")
+    meta = {"command": "resnet " + " ".join(job.argv), "wall_s": round(wall, 1),
+            "cpu_user_s": round(after.ru_utime - before.ru_utime, 1), "machine": machine(), "commit": _commit(),
+            "load_1min": round(os.getloadavg()[0], 1),
+            "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")}
+    (JSON_DIR / f"{job.name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return True
+
+
+def load(name: str) -> tuple[Any, dict[str, Any]]:
+    """A job's saved output (a list of JSON records, or the text) and its meta record."""
+    meta = json.loads((JSON_DIR / f"{name}.meta.json").read_text(encoding="utf-8"))
+    if not JOBS[name].json_lines:
+        return (JSON_DIR / f"{name}.txt").read_text(encoding="utf-8"), meta
+    lines = (JSON_DIR / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()], meta
+
+
+# --- sections: one table each ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    page: str                                   # under docs/
+    jobs: tuple[str, ...]
+    render: Callable[[dict[str, Any]], str]     # job name -> its output
+    target: str = "docs"                        # which make target produces it
+    commands: str | None = None                 # how to name many similar commands in the note
+    copies: tuple[tuple[str, str], ...] = field(default=())  # (from, to) relative to ROOT, after the jobs
+
+
+def _train_rows(out: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for net, seed in TRAIN_RUNS:
+        summary = out[f"train-{net}-s{seed}"][-1]
+        rows.append({**summary, "label": TRAIN_NETS[net][2]})
+    return rows
+
+
+def _sections() -> list[Section]:
+    train_jobs = tuple(f"train-{n}-s{s}" for n, s in TRAIN_RUNS)
+    lesion_seed_jobs = tuple(f"lesion-26-s{s}" for s in LESION_SEEDS)
+    sections = [
+        Section("train-digits", "train.md", train_jobs, lambda o: R.train_table(_train_rows(o)),
+                commands="`resnet train digits/<net> --seed S --out runs/docs/<net>-sS --json` for the nets and seeds "
+                         "listed"),
+        Section("degrade", "degrade.md", ("degrade",),
+                lambda o: R.degrade_table(o["degrade"], _degrade_findings()),
+                copies=(("runs/docs/degrade/degrade.png", "docs/figures/degrade.png"),)),
+        Section("gradnorm", "gradnorm.md", ("gradnorm",), lambda o: R.gradnorm_table(o["gradnorm"])),
+        Section("jacobian", "gradnorm.md", ("jacobian-s0",), lambda o: R.jacobian_table(o["jacobian-s0"])),
+        Section("jacobian-seeds", "gradnorm.md", tuple(f"jacobian-s{s}" for s in JACOBIAN_SEEDS),
+                lambda o: R.jacobian_seeds_table([r for s in JACOBIAN_SEEDS for r in o[f"jacobian-s{s}"]]),
+                commands="`resnet gradnorm --jacobian --seed S --json` for S = 0..9"),
+        Section("responses", "gradnorm.md", ("responses",), lambda o: R.responses_table(o["responses"])),
+        Section("plot", "plot.md", ("plot",), lambda o: R.plot_table(o["plot"])),
+        Section("lesion-units", "lesion.md", ("lesion-26-s0",), lambda o: R.lesion_units_table(o["lesion-26-s0"])),
+        Section("lesion-k", "lesion.md", ("lesion-26-s0",), lambda o: R.lesion_k_table(o["lesion-26-s0"])),
+        Section("lesion-seeds", "lesion.md", lesion_seed_jobs,
+                lambda o: R.lesion_summary_table([(s, o[f"lesion-26-s{s}"]) for s in LESION_SEEDS]),
+                commands="`resnet lesion runs/docs/residual26-sS --compare runs/docs/plain26-sS --json` for S = 0, 1, 2"),
+        Section("lesion-56", "lesion.md", ("lesion-56-s0",), lambda o: R.lesion_summary_table([(0, o["lesion-56-s0"])])),
+        Section("landscape", "landscape.md", tuple(f"landscape-{k}" for k in LANDSCAPES),
+                lambda o: R.landscape_table([r for k in LANDSCAPES for r in o[f"landscape-{k}"]]),
+                commands="`resnet landscape runs/docs/residualD-s0 runs/docs/plainD-s0 --dims N --range -1 1 --points P "
+                         "--out docs/figures/landscape-digits-D-Nd.png --json` for the four grids in the table"),
+        Section("ablate-times", "ablate.md", tuple(f"ablate-{s}" for s in STUDIES),
+                lambda o: R.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
+                target="docs-studies"),
+    ]
+    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
+                         target="docs-studies") for s in STUDIES]
+    sections += [
+        Section("bench-train", "bench.md", tuple(f"bench-{d}" for d in BENCH_TRAIN),
+                lambda o: R.bench_train_table([(f"ResNet-{d}", "resnet " + " ".join(JOBS[f"bench-{d}"].argv[:-1]),
+                                                o[f"bench-{d}"]) for d in BENCH_TRAIN]), target="docs-studies"),
+        Section("bench-data", "bench.md", ("bench-data",), lambda o: R.bench_data_table(o["bench-data"]),
+                target="docs-studies"),
+        Section("bench-vary", "bench.md", ("bench-vary",), lambda o: R.bench_vary_table(o["bench-vary"]),
+                target="docs-studies"),
+        Section("bench-memory", "bench.md", ("bench-memory",), lambda o: R.bench_memory_table(o["bench-memory"]),
+                target="docs-studies"),
+    ]
+    sections += [Section(f"usage-{c}", f"{c}.md", (f"usage-{c}",), lambda o, c=c: R.usage_block(o[f"usage-{c}"]),
+                         target="usage") for c in COMMANDS]
+    return sections
+
+
+def _degrade_findings() -> list[dict[str, Any]] | None:
+    """The article's findings, checked by `resnet degrade` and kept in its degrade.json (not in --json)."""
+    path = WORK / "degrade" / "degrade.json"
+    return json.loads(path.read_text(encoding="utf-8")).get("findings") if path.exists() else None
+
+
+SECTIONS = _sections()
+
+
+# --- writing the pages -------------------------------------------------------------------------
+
+def replace_section(text: str, name: str, body: str) -> str:
+    """`text` with the body of section `name` replaced; everything outside the markers is kept as is."""
+    hits = [m for m in MARKER.finditer(text) if m.group("name") == name]
+    if len(hits) != 1:
+        raise ValueError(f"section '{name}': expected one '<!-- generated: {name} -->' ... '<!-- end -->', "
+                         f"found {len(hits)}")
+    m = hits[0]
+    body = body.rstrip("\n") + "\n"
+    return text[:m.start("body")] + body + text[m.end("body"):]
+
+
+def note(section: Section, metas: Sequence[dict[str, Any]]) -> str:
+    """The line beside a table: which command(s), which machine, how long, when, at which commit."""
+    if not metas:
+        return ""
+    if section.commands:
+        what = section.commands
+    else:
+        what = "; ".join(f"`{m['command']}`" for m in metas)
+    wall = sum(m["wall_s"] for m in metas)
+    last = metas[-1]
+    return (f"*Generated by `make {section.target}` from {what}: {R.duration(wall)} wall time on {last['machine']} "
+            f"(1-minute load {last['load_1min']} at the end), {last['finished']}, commit {last['commit']}.*\n\n")
+
+
+def render_section(section: Section) -> bool:
+    """Write one section from its saved JSON; False if some of its jobs have no saved output yet."""
+    if not all((JSON_DIR / f"{j}.meta.json").exists() for j in section.jobs):
+        return False
+    loaded = {j: load(j) for j in section.jobs}
+    body = section.render({j: out for j, (out, _) in loaded.items()})
+    if section.target != "usage":
+        body = note(section, [meta for _, meta in loaded.values()]) + body
+    page = DOCS / section.page
+    page.write_text(replace_section(page.read_text(encoding="utf-8"), section.name, body), encoding="utf-8")
+    for src, dst in section.copies:
+        if (ROOT / src).exists():
+            shutil.copyfile(ROOT / src, ROOT / dst)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    modes = {"quick": "docs", "studies": "docs-studies", "usage": "usage"}
+    if len(argv) != 1 or argv[0] not in (*modes, "render"):
+        print("usage: python tools/docs_tables.py quick|studies|usage|render", file=sys.stderr)
+        return 2
+    wanted = [s for s in SECTIONS if argv[0] == "render" or s.target == modes[argv[0]]]
+    if argv[0] == "quick":  # the quick pages also show each command's current usage
+        wanted += [s for s in SECTIONS if s.target == "usage"]
+    failed = []
+    if argv[0] != "render":
+        needed = list(dict.fromkeys(j for s in wanted for j in s.jobs))
+        failed = [j for j in needed if not run_job(JOBS[j])]
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for s in wanted:
+        if any(j in failed for j in s.jobs) or not render_section(s):
+            print(f"docs: section '{s.name}' in docs/{s.page} not written (no output from its commands)",
+                  file=sys.stderr)
+        else:
+            print(f"docs: wrote '{s.name}' in docs/{s.page}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,340 @@
+"""Markdown tables from the JSON records the `resnet` commands print (used by tools/docs_tables.py).
+
+Pure functions: records in, markdown out, so tests/test_docs.py can check each on a few hand-made
+records without training anything. Number formats follow the figures' precision: error rates in
+percent to 2 decimals (one digits test image is 0.28 points), gradient norms in scientific
+notation (their exponent is the point), accuracies as fractions to 3 decimals.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable, Sequence
+
+DASH = "-"
+
+
+def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def fixed(x: float | None, digits: int = 2) -> str:
+    if x is None or (isinstance(x, str)):
+        return DASH if x is None else str(x)
+    return f"{x:.{digits}f}"
+
+
+def sci(x: float | None) -> str:
+    """8.8e+05: two significant digits and the exponent, which is what a gradient norm is read for."""
+    if x is None or isinstance(x, str):
+        return DASH if x is None else str(x)
+    return f"{x:.1e}"
+
+
+def short(x: float) -> str:
+    """Three significant digits below 1000, else 2.6e3 (landscape losses span nine decades)."""
+    if x is None or isinstance(x, str):
+        return DASH if x is None else str(x)
+    if abs(x) >= 1000:
+        mant, exp = f"{x:.1e}".split("e")
+        return f"{mant}e{int(exp)}"
+    return f"{x:.3g}"
+
+
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60)} min"
+
+
+def med_range(s: dict[str, Any], metric: str, fmt) -> str:
+    """`median (min–max)` over seeds, as `resnet degrade` summarises each (net, depth)."""
+    med = s.get(f"{metric}_median")
+    if med is None:
+        return DASH
+    if s.get("n", 1) > 1:
+        return f"{fmt(med)} ({fmt(s[f'{metric}_min'])}–{fmt(s[f'{metric}_max'])})"
+    return fmt(med)
+
+
+# --- resnet train ------------------------------------------------------------------------------
+
+def train_table(rows: list[dict[str, Any]]) -> str:
+    """One row per run: the `summary` object of `resnet train --json`, with a `label` added."""
+    return md_table(
+        ["net", "seed", "params", "iterations", "train loss", "train error %", "test error %", "wall s"],
+        [(r["label"], r["seed"], count(r["params"]), r["iterations"], fixed(r["train_loss"], 3),
+          fixed(r["train_error"]), fixed(r["test_error"]), f"{r['wall_time_s']:.0f}") for r in rows])
+
+
+# --- resnet degrade ----------------------------------------------------------------------------
+
+def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] | None = None) -> str:
+    """The `summary` objects of `resnet degrade --json`; then the article's findings from degrade.json."""
+    summaries = [r for r in records if r.get("event") == "summary"]
+    three = lambda x: fixed(x, 3)  # noqa: E731
+    two = lambda x: fixed(x, 2)  # noqa: E731
+    text = md_table(
+        ["net", "depth", "n", "params", "train loss", "train acc", "test acc", "grad norm, first conv, step 1"],
+        [(s["net"], s["depth"], f"{s['n']}" + (f" ({s['diverged']} diverged)" if s.get("diverged") else ""),
+          count(s["params"]), med_range(s, "train_loss", three), med_range(s, "train_acc", three),
+          med_range(s, "test_acc", three), med_range(s, "grad_norm_first_layer", two)) for s in summaries])
+    seeds = sorted({seed for s in summaries for seed in s.get("seeds", [])})
+    if seeds:
+        run = seeds == list(range(seeds[0], seeds[-1] + 1))
+        text += f"\nMedian (min–max) over seeds {f'{seeds[0]}..{seeds[-1]}' if run else ', '.join(map(str, seeds))}.\n"
+    if findings:
+        text += "\n" + md_table(
+            ["the article's finding", "measure", "ours", "article (10 seeds)", "needs", "reproduced"],
+            [(f["finding"], f["measure"], fixed(f["ours"], 2),
+              (f"{fixed(f['article'], 2)}, " if f.get("article") is not None else "")
+              + f"{f['article_range'][0]:g}–{f['article_range'][1]:g}", f["criterion"],
+              "yes" if f["reproduced"] else "**no**") for f in findings])
+    return text
+
+
+# --- resnet gradnorm ---------------------------------------------------------------------------
+
+def gradnorm_table(records: list[dict[str, Any]]) -> str:
+    """Per spec: ||dE/dW|| of the first conv, over all weight layers, of the fc layer; dx_0 / dx_L."""
+    specs = list(dict.fromkeys(r["spec"] for r in records))
+    rows = []
+    for spec in specs:
+        layers = [r for r in records if r["spec"] == spec and r["path"] != "input"]
+        inputs = sorted((r for r in records if r["spec"] == spec and r["path"] == "input"), key=lambda r: r["index"])
+        norms = [r["grad_norm"] for r in layers]
+        fc = [r["grad_norm"] for r in layers if r["kind"] == "Linear"]
+        first = min(layers, key=lambda r: r["index"])["grad_norm"]
+        x0 = inputs[0] if inputs else {}
+        rows.append((spec, len(layers), sci(first),
+                     f"{sci(statistics.median(norms))} ({sci(min(norms))} – {sci(max(norms))})",
+                     sci(fc[-1]) if fc else DASH, sci(x0.get("relative")),
+                     sci(x0["direct_term"]) if x0.get("direct_term") is not None else DASH))
+    return md_table(["spec", "weight layers", "dW, first conv", "dW, median (min – max) over the layers", "dW, fc",
+                     "dx_0 / dx_L", "direct term lambda^L"], rows)
+
+
+def _gain(x: float) -> str:
+    return sci(x) if x < 0.01 else f"{x:.3g}"
+
+
+def jacobian_table(records: list[dict[str, Any]]) -> str:
+    stds = list(dict.fromkeys(r["kernel_std"] for r in records))
+    rows = []
+    for std in stds:
+        by_net = {r["net"]: r for r in records if r["kernel_std"] == std}
+        plain, res = by_net.get("plain"), by_net.get("residual")
+        blocks = (plain or res)["blocks"]
+        ref = DASH
+        if plain and res and plain.get("seed_gain") is not None and res.get("seed_gain") is not None:
+            ref = f"{_gain(plain['seed_gain'])} / {_gain(res['seed_gain'])}"
+        rows.append((f"{std:g}", blocks, _gain(plain["gain"]) if plain else DASH, _gain(res["gain"]) if res else DASH,
+                     ref))
+    return md_table(["kernel std", "blocks", "plain gain", "residual gain", "article: plain / residual (its own draws)"],
+                    rows)
+
+
+def jacobian_seeds_table(records: list[dict[str, Any]]) -> str:
+    keys = list(dict.fromkeys((r["net"], r["kernel_std"], r["blocks"]) for r in records))
+    rows = []
+    for net, std, blocks in keys:
+        gains = [r["gain"] for r in records if (r["net"], r["kernel_std"], r["blocks"]) == (net, std, blocks)]
+        seeds = sorted({r["seed"] for r in records if (r["net"], r["kernel_std"]) == (net, std)})
+        rows.append((net, f"{std:g}", blocks, len(seeds), _gain(min(gains)), _gain(max(gains))))
+    return md_table(["net", "kernel std", "blocks", "seeds", "min gain", "max gain"], rows)
+
+
+def responses_table(records: list[dict[str, Any]]) -> str:
+    runs = list(dict.fromkeys((r["spec"], r["run"]) for r in records))
+    rows = []
+    for spec, run in runs:
+        stds = [r["std"] for r in records if (r["spec"], r["run"]) == (spec, run)]
+        rows.append((spec, len(stds), fixed(statistics.fmean(stds), 3), fixed(statistics.median(stds), 3),
+                     fixed(min(stds), 3), fixed(max(stds), 3)))
+    return md_table(["run", "layers", "mean std", "median", "min", "max"], rows)
+
+
+# --- resnet plot / lesion / landscape ----------------------------------------------------------
+
+def plot_table(records: list[dict[str, Any]]) -> str:
+    return md_table(["net", "dataset", "seed", "status", "epochs", "iterations", "train error %", "test error %"],
+                    [(r["label"], r["dataset"], r["seed"], r["status"], r["epochs"], r["iterations"],
+                      fixed(r["train_error"]), fixed(r["test_error"])) for r in records if r.get("event") == "run"])
+
+
+def _by_run(records: list[dict[str, Any]], event: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("event") == event:
+            out.setdefault(r["label"], []).append(r)
+    return out
+
+
+def lesion_units_table(records: list[dict[str, Any]]) -> str:
+    """One row per unit, one column per net: test error with that unit deleted (change from none)."""
+    base = {r["label"]: r for r in records if r.get("event") == "lesion_baseline"}
+    units = _by_run(records, "lesion_unit")
+    labels = list(base)
+    n = max(len(u) for u in units.values())
+    rows = [["none", *(fixed(base[lab]["test_error"]) for lab in labels)]]
+    for i in range(n):
+        row = []
+        for lab in labels:
+            u = units[lab][i] if i < len(units[lab]) else None
+            if u is None:
+                row.append(DASH)
+            elif not u["deletable"]:
+                row.append("cannot (shape changes)")
+            else:
+                row.append(f"{fixed(u['test_error'])} ({u['delta']:+.2f})")
+        mark = " (downsampling)" if any(units[lab][i]["downsampling"] for lab in labels if i < len(units[lab])) else ""
+        rows.append([f"{i + 1}{mark}", *row])
+    return md_table(["unit deleted", *(f"{lab} test error % (change)" for lab in labels)], rows)
+
+
+def lesion_k_table(records: list[dict[str, Any]]) -> str:
+    ks = _by_run(records, "lesion_k")
+    labels = list(ks)
+    first = ks[labels[0]]
+    rows = []
+    for i, row in enumerate(first):
+        cells = []
+        for lab in labels:
+            k = ks[lab][i]
+            cells.append(fixed(k["median"]) if k["draws"] == 1 else
+                         f"{fixed(k['median'])} [{fixed(k['min'])}, {fixed(k['max'])}]")
+        rows.append([row["k"], row["draws"], *cells])
+    return md_table(["k units deleted at random", "draws", *(f"{lab} median [min, max]" for lab in labels)], rows)
+
+
+def lesion_summary_table(per_seed: list[tuple[int, list[dict[str, Any]]]], early: int = 3) -> str:
+    """Per seed and net: nothing deleted; the median over single deletions of the first `early`
+    units and of the rest; the medians at k = 2 and 4 (where they were drawn)."""
+    rows = []
+    header = ["seed", "net", "units", "nothing deleted", f"one of units 1-{early} (median)",
+              "one of the later units (median)", "largest change, later units", "k = 2 (median)", "k = 4 (median)"]
+    for seed, records in per_seed:
+        base = {r["label"]: r["test_error"] for r in records if r.get("event") == "lesion_baseline"}
+        units, ks = _by_run(records, "lesion_unit"), _by_run(records, "lesion_k")
+        for lab in base:
+            done = [u for u in units.get(lab, []) if u["deletable"]]
+            head = [u["test_error"] for u in done if u["unit"] <= early]
+            tail = [u for u in done if u["unit"] > early]
+            kmed = {k["k"]: k["median"] for k in ks.get(lab, [])}
+            rows.append((seed, lab, len(units.get(lab, [])), fixed(base[lab]),
+                         fixed(statistics.median(head)) if head else DASH,
+                         fixed(statistics.median([u["test_error"] for u in tail])) if tail else DASH,
+                         f"{max((u['delta'] for u in tail), key=abs):+.2f}" if tail else DASH,
+                         fixed(kmed.get(2)), fixed(kmed.get(4))))
+    return md_table(header, rows)
+
+
+def landscape_table(records: list[dict[str, Any]]) -> str:
+    rows = []
+    for r in records:
+        if r.get("event") != "landscape_summary":
+            continue
+        side = round(math.sqrt(r["points"])) if r["dims"] == 2 else r["points"]
+        grid = f"1-D, {side}" if r["dims"] == 1 else f"2-D, {side}x{side}"
+        rows.append((r["label"], grid, short(r["loss_center"]), fixed(r["accuracy_center"], 1), short(r["loss_max"]),
+                     r["local_minima"], fixed(r["tv_ratio"]), f"{100 * r['nonconvex_fraction']:.0f}"))
+    return md_table(["net", "grid", "loss at theta*", "train acc % at theta*", "max loss on grid", "minima", "TV/range",
+                     "nonconvex %"], rows)
+
+
+# --- resnet ablate -----------------------------------------------------------------------------
+
+def paper_cell(value: Any) -> str:
+    if value is None:
+        return DASH
+    return value if isinstance(value, str) else f"{value:.2f}"
+
+
+def ablate_table(records: list[dict[str, Any]]) -> str:
+    rows = []
+    for r in records:
+        if r.get("event") != "row":
+            continue
+        if not r["n"]:
+            spread = DASH
+        elif r["test_error_std"] is None:  # one seed: no spread to show
+            spread = f"{fixed(r['test_error_mean'])} ({r['n']})"
+        else:
+            spread = f"{fixed(r['test_error_mean'])} ± {fixed(r['test_error_std'])} ({r['n']})"
+        median = fixed(r["test_error_median"]) + (" **fail**" if r.get("fail") else "")
+        rows.append((r["index"], r["row"], median, spread,
+                     fixed(r["train_loss"], 4), r["status"], paper_cell(r["paper"])))
+    return md_table(["#", "row", "ours: median %", "mean ± std (n)", "train loss", "status", "paper %"], rows)
+
+
+def ablate_times_table(studies: list[tuple[str, list[dict[str, Any]], dict[str, Any]]]) -> str:
+    rows = []
+    for name, records, meta in studies:
+        got = [r for r in records if r.get("event") == "row"]
+        seeds = max((len(r["seeds"]) for r in got), default=0)
+        rows.append((f"`{name}`", f"{len(got)} rows x {seeds} seed{'s' if seeds != 1 else ''}", f"**{duration(meta['wall_s'])}**",
+                     duration(meta["cpu_user_s"]), meta["load_1min"]))
+    return md_table(["study", "runs", "wall time", "CPU time (user)", "1-minute load at the end"], rows)
+
+
+# --- resnet bench ------------------------------------------------------------------------------
+
+def _busy(r: dict[str, Any]) -> str:
+    c = r.get("contention") or {}
+    return fixed(c.get("other_cores"), 2) if c else DASH
+
+
+def bench_train_table(nets: list[tuple[str, str, list[dict[str, Any]]]]) -> str:
+    rows = []
+    for label, command, records in nets:
+        r = records[0]
+        gflop = r["flops_per_image"] / 1e9 if r.get("flops_per_image") else None
+        rows.append((label, f"`{command}`", count(round(r["images_per_s"])), count(round(r["baseline_images_per_s"])),
+                     f"**{r['ratio']:.2f}x**", fixed(gflop, 3),
+                     f"{r['achieved_gflop_s']:.0f} / {r['baseline_achieved_gflop_s']:.0f}",
+                     f"{count(round(r['peak_memory_mb']))} / {count(round(r['baseline_peak_memory_mb']))}",
+                     f"{r['projected_schedule_h']:.1f} h", _busy(r)))
+    return md_table(["net", "command", "ours img/s", "baseline img/s", "ours / baseline", "GFLOP/img",
+                     "achieved GFLOP/s ours / base", "peak RSS MB ours / base", "whole schedule, projected",
+                     "cores used by others"], rows)
+
+
+def bench_data_table(records: list[dict[str, Any]]) -> str:
+    return md_table(["what", "batch", "ours img/s", "baseline img/s", "ours / baseline", "cores used by others"],
+                    [(f"augmentation path, {r['spec']}", r["batch_size"], count(round(r["images_per_s"])),
+                      count(round(r["baseline_images_per_s"])), f"**{r['ratio']:.1f}x**", _busy(r)) for r in records])
+
+
+def bench_vary_table(records: list[dict[str, Any]]) -> str:
+    return md_table(["variant", "img/s", "step ms", "CPU ms per image", "peak RSS MB", "cores used by others"],
+                    [(r["label"], count(round(r["images_per_s"])), f"{1000 * r['step_time_s']:.0f}",
+                      f"{1000 * r['cpu_s_per_image']:.2f}", count(round(r["peak_memory_mb"])), _busy(r))
+                     for r in records])
+
+
+def bench_memory_table(records: list[dict[str, Any]]) -> str:
+    r = records[0]
+    return md_table(["", "no checkpointing", f"K = {r['segments']}", "ratio"], [
+        ("peak memory", f"{count(round(r['baseline_peak_memory_mb']))} MB", f"{count(round(r['peak_memory_mb']))} MB",
+         f"**{100 * r['memory_ratio']:.1f}%**"),
+        ("step time", f"{r['baseline_step_time_s']:.2f} s", f"{r['step_time_s']:.2f} s",
+         f"{r['step_time_s'] / r['baseline_step_time_s']:.1f}x"),
+        ("first-step loss", f"{r['baseline_losses'][0]:.6f}", f"{r['losses'][0]:.6f}",
+         f"difference {r['first_step_loss_diff']}"),
+    ]) + (f"\n{r['units']} units, batch {r['batch_size']}, {r['steps']} steps on {r['device']}; after them the "
+          f"largest weight difference is {r['param_max_diff']} and the largest BN-statistics difference "
+          f"{r['bn_stats_max_diff']}.\n")
+
+
+def usage_block(text: str) -> str:
+    """`resnet CMD --help` as a code block; run as `python -m resnet_cli`, Click names it so."""
+    return "```text\n" + text.replace("python -m resnet_cli", "resnet").rstrip() + "\n```\n"

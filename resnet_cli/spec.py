@@ -377,9 +377,8 @@ def to_tree(spec: Spec) -> dict:
 
 
 def to_yaml(spec: Spec) -> str:
-    import yaml
-
-    return yaml.safe_dump(to_tree(spec), sort_keys=False, default_flow_style=None)
+    # Our own dumper: it quotes strings our YAML 1.2 reader would take for numbers ('1e5').
+    return yamlio.dumps(to_tree(spec), sort_keys=False, default_flow_style=None)
 
 
 # Keys that may change between a run and its resume: where it runs, not what it computes.

@@ -124,16 +124,20 @@ def test_nproc_checks_what_it_can_before_starting_processes(in_tmp):
     one_line(r, "cuda" if torch.cuda.is_available() else "no CUDA device")
 
 
-def test_a_sweep_shows_a_childs_error_line_whole(tmp_path):
-    import time
-    from types import SimpleNamespace
+def test_a_sweep_shows_a_runs_error_line_whole(tmp_path, monkeypatch):
+    from resnet_cli.errors import UserError
+    from resnet_cli.experiments import study, sweep
 
-    from resnet_cli.experiments import sweep
-
-    line = ("resnet: error: CIFAR-10 not found in /a/rather/long/path/to/the/data/directory/of/this/cluster and "
+    line = ("CIFAR-10 not found in /a/rather/long/path/to/the/data/directory/of/this/cluster and "
             "data.download is off: download cifar-10-python.tar.gz from "
             "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, extract it and pass --data-dir DIR")
-    (tmp_path / sweep.LOG).write_text("starting\n" + line + "\n")
-    child = SimpleNamespace(run=SimpleNamespace(path=tmp_path), started=time.perf_counter())
-    outcome = sweep._from_exit(child, 2)
-    assert line in outcome.message and outcome.message.endswith(f"(log: {tmp_path / sweep.LOG})")
+
+    def refuse(plan, run):
+        raise UserError(line)
+
+    monkeypatch.setattr(sweep, "run_one", refuse)
+    plan = study.plan("shortcut", "quick", results=tmp_path)
+    run = plan.runs[0]
+    outcome = sweep._run_logged((plan, run))  # what a worker reports for the run
+    log = run.path / sweep.LOG
+    assert outcome.status == "error" and line in outcome.message and outcome.message.endswith(f"(log: {log})")

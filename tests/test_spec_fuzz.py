@@ -179,8 +179,6 @@ def test_yaml_we_write_reads_back_equal(tree):
     assert yamlio.loads(yamlio.dumps(tree)) == tree
 
 
-@pytest.mark.xfail(strict=True, reason="spec.to_yaml uses yaml.safe_dump, which writes the string '1e5' "
-                                       "unquoted; our YAML 1.2 reader then reads a float (use yamlio.dumps)")
 def test_a_run_dir_named_like_a_float_survives_spec_yaml():
     spec = S.resolve(S.validate({"run": {"out": "1e5"}}))
     assert S.resolve(S.validate(yamlio.loads(S.to_yaml(spec)))) == spec

@@ -9,7 +9,6 @@ import math
 import types
 import typing
 
-import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from resnet_cli import schedule
 from resnet_cli import spec as spec_mod
+from resnet_cli.callbacks import Callback
 from resnet_cli.cli import app
 from resnet_cli.experiments import report, study
 from resnet_cli.model import build_model, count_params
@@ -275,12 +276,7 @@ def _train_ours(config: str, seed: int, **sets):
     trainer = Trainer(spec_mod.build(config, sets=items))
     first = {}
 
-    class Probe:
-        def on_start(self, t): ...
-        def on_sync(self, t, loss): ...
-        def on_epoch(self, t, record): ...
-        def on_end(self, t, summary): ...
-
+    class Probe(Callback):
         def after_backward(self, t):
             first.setdefault("g", t.model.stem[0].weight.grad.norm().item())
 
@@ -323,12 +319,7 @@ def test_global_shuffle_resumes_exactly(tmp_path):
     rd = RunDir(tmp_path / "run")
     rd.create(spec, {})
 
-    class Cut:
-        def on_start(self, t): ...
-        def on_sync(self, t, loss): ...
-        def on_epoch(self, t, record): ...
-        def on_end(self, t, summary): ...
-
+    class Cut(Callback):
         def after_backward(self, t):
             if t.p.iteration == 29:
                 t.stop.signum = 15  # as SIGTERM would: the loop saves at the next step and stops

@@ -297,9 +297,14 @@ def test_hostile_spec_files(in_tmp, text, needle):
 
 
 def test_closed_pipe_is_quiet(tmp_path):
+    # No race: the trainer pauses at step 24 (epoch 2, after epoch 1's line), and is released only
+    # once `head` has exited and the reading side has closed the pipe, so its next write must fail.
+    marker = tmp_path / "paused"
     cmd = (f"{sys.executable} -m resnet_cli train digits/residual8 --set model.widths=[4] --epochs 3 "
-           f"--out {tmp_path / 'run'} --json | head -1; echo rc=${{PIPESTATUS[0]}} >&2")
-    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=ENV, timeout=300)
+           f"--out {tmp_path / 'run'} --json | {{ head -1; exec 0<&-; "
+           f"while [ ! -e {marker} ]; do sleep 0.05; done; rm -f {marker}; }}; echo rc=${{PIPESTATUS[0]}} >&2")
+    env = {**ENV, "RESNET_TEST_PAUSE": f"24:{marker}"}
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, timeout=300)
     assert json.loads(p.stdout)["event"] == "epoch"
     assert "Traceback" not in p.stderr and "rc=141" in p.stderr, p.stderr
     assert (tmp_path / "run" / "checkpoint.pt").exists()  # the work done is kept

@@ -19,3 +19,18 @@ def in_tmp(tmp_path, monkeypatch):
     """Run a test inside its own temporary working directory (runs/ lands there)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def residual8_run(tmp_path_factory):
+    """One trained run directory shared by the commands that read runs (paths, landscape): the
+    bundled residual 8-layer digits net at width 4, one epoch (about a second). Read it, never write it."""
+    from typer.testing import CliRunner
+
+    from resnet_cli.cli import app
+
+    out = tmp_path_factory.mktemp("trained") / "residual8"
+    r = CliRunner().invoke(app, ["train", "digits/residual8", "--epochs", "1", "--set", "model.widths=[4]",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.stderr
+    return out

@@ -20,12 +20,9 @@ def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    path = tmp_path_factory.mktemp("landscape") / "residual8"
-    r = invoke("train", "digits/residual8", "--epochs", 1, "--set", "model.widths=[4]", "--out", path)
-    assert r.exit_code == 0, r.stderr
-    return path
+@pytest.fixture
+def run(residual8_run):
+    return residual8_run  # conftest: the bundled residual 8-layer digits net, width 4, one epoch
 
 
 @pytest.mark.parametrize("kind", ["identity", "exclusive_gate", "conv1x1"])

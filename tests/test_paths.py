@@ -322,13 +322,9 @@ def json_lines(r):
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """A residual 8-layer digits net, width 4, one epoch (about a second)."""
-    out = tmp_path_factory.mktemp("paths") / "residual8"
-    r = invoke("train", "digits/residual8", "--epochs", 1, "--set", "model.widths=[4]", "--out", out)
-    assert r.exit_code == 0, r.stderr
-    return out
+@pytest.fixture
+def run(residual8_run):
+    return residual8_run  # conftest: the bundled residual 8-layer digits net, width 4, one epoch
 
 
 def test_paths_cli_on_a_run_directory(run):

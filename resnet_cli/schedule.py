@@ -6,6 +6,8 @@ lr(iteration) from the spec alone makes the whole trace testable and resume exac
 
 from __future__ import annotations
 
+import math
+
 from .spec import OptimSpec
 
 
@@ -21,12 +23,18 @@ def milestone_iters(optim: OptimSpec, iters_per_epoch: int) -> list[int]:
 
 def lr_at(iteration: int, optim: OptimSpec, iters_per_epoch: int) -> float:
     """He 2016b sec. 4: lr 0.01 until `warmup_iters`, then back to `lr`, divided by 1/gamma at
-    each milestone (He 2016a: 0.1, /10 at 32k and 48k, stop at 64k)."""
+    each milestone (He 2016a: 0.1, /10 at 32k and 48k, stop at 64k).
+
+    `schedule: cosine` keeps the same warm-up and then follows lr/2 (1 + cos(pi t / T)) over the
+    whole run's T iterations (Loshchilov & Hutter 2017, one cycle, no restarts): t counts from the
+    run's start, as the milestones do, so the warm-up only replaces the curve's first values."""
     if iteration < optim.warmup_iters:
         return optim.warmup_lr
+    if optim.schedule == "cosine":
+        total = total_iters(optim, iters_per_epoch)
+        return 0.5 * optim.lr * (1.0 + math.cos(math.pi * iteration / total))
     passed = sum(1 for m in milestone_iters(optim, iters_per_epoch) if iteration >= m)
     return optim.lr * optim.gamma ** passed
-
 
 
 def warmup_note(optim: OptimSpec, iters_per_epoch: int) -> str | None:

@@ -23,6 +23,7 @@ from .errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, units_per_stage,
 )
+from .spec_checks import check_length
 
 # ---------------------------------------------------------------------------------------------
 # Names. Each tuple is the set of valid values; model/ registers one class per name.
@@ -119,6 +120,8 @@ class DataSpec(_Section):
     # from, as the "Residual Connection" article's digits code draws it (to rerun its runs exactly).
     # Both resume exactly.
     shuffle: Literal["keyed", "global"] = "keyed"
+    # DeVries & Taylor 2017: one size x size square per training image zeroed after crop/flip; 0: off.
+    cutout: Annotated[int, Field(ge=0, le=512)] = 0
     image_size: Annotated[int, Field(ge=32)] = 224  # ImageNet folders only
     workers: Annotated[int, Field(ge=0)] = 4  # ImageNet folders only
 
@@ -142,6 +145,10 @@ class OptimSpec(_Section):
     # He 2016b: lr 0.01 for the first 400 iterations, then back to 0.1 (every CIFAR run).
     warmup_iters: Annotated[int, Field(ge=0)] = 400
     warmup_lr: Annotated[float, Field(gt=0.0)] = 0.01
+    # step: the papers' milestones. cosine: lr/2 (1 + cos(pi t/T)) after the warm-up (Loshchilov 2017).
+    schedule: Literal["step", "cosine"] = "step"
+    # Szegedy et al. 2016: targets (1 - eps) one-hot + eps / classes; 0: the papers' plain loss.
+    label_smoothing: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
 
     @model_validator(mode="before")
     @classmethod
@@ -153,15 +160,7 @@ class OptimSpec(_Section):
 
     @model_validator(mode="after")
     def _one_length(self) -> OptimSpec:
-        if (self.iters is None) == (self.epochs is None):
-            raise ValueError("set exactly one of optim.iters and optim.epochs (the other to null)")
-        if self.milestones is not None:
-            length = self.iters if self.iters is not None else self.epochs
-            if sorted(self.milestones) != self.milestones or len(set(self.milestones)) != len(self.milestones):
-                raise ValueError(f"optim.milestones must be strictly increasing, got {self.milestones}")
-            if self.milestones and self.milestones[-1] >= length:
-                unit = "iters" if self.iters is not None else "epochs"
-                raise ValueError(f"optim.milestones {self.milestones} must be below optim.{unit} = {length}")
+        check_length(self)
         return self
 
 
@@ -180,6 +179,7 @@ class TrainSpec(_Section):
     compile: bool = False
     # A loss above this multiple of the first logged loss counts as diverged (He 2016b's "fail").
     diverge_factor: Annotated[float, Field(gt=1.0)] = 20.0
+    tensorboard: bool = False  # scalars into RUN_DIR/tensorboard/ too (pip install 'resnet-cli[tensorboard]')
 
 
 class RunSpec(_Section):
@@ -365,10 +365,10 @@ def resolve(spec: Spec) -> Spec:
     data = d.model_copy(update={"augment": auto_mode if d.augment == "auto" else d.augment,
                                 "pad": auto_pad if d.pad == "auto" else d.pad})
     milestones = o.milestones
-    if milestones is None:
+    if milestones is None and o.schedule == "step":
         length = o.iters if o.iters is not None else o.epochs
         milestones = sorted({length // 2, length * 3 // 4} - {0})
-    optim = o.model_copy(update={"milestones": list(milestones)})
+    optim = o.model_copy(update={"milestones": None if milestones is None else list(milestones)})
     return spec.model_copy(update={"model": model, "data": data, "optim": optim})
 
 

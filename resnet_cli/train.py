@@ -106,7 +106,10 @@ class Trainer:
         if o.batch_size % self.dist.world:
             raise UserError(f"optim.batch_size {o.batch_size} must divide evenly over {self.dist.world} processes")
         self.batches = data_mod.batches_for(self.data, "train", o.batch_size, spec.data.augment, spec.data.pad,
-                                            self.rt.device, spec.run.seed, shard=self.dist.shard)
+                                            self.rt.device, spec.run.seed, shard=self.dist.shard,
+                                            cutout=spec.data.cutout)
+        # optim.label_smoothing: passed only when set, so the papers' loss stays the plain call.
+        self.loss_kwargs = {"label_smoothing": o.label_smoothing} if o.label_smoothing else {}
         self.iters_per_epoch = self.batches.iters_per_epoch
         self.total = schedule.total_iters(o, self.iters_per_epoch)
         self.p = Progress()
@@ -242,7 +245,7 @@ class Trainer:
         x = x.contiguous(memory_format=self.rt.memory_format)
         with self.rt.autocast():
             out = self.forward_model(x)  # (N, classes)
-            loss = self.loss_fn(out.float(), y)
+            loss = self.loss_fn(out.float(), y, **self.loss_kwargs)
         self.optimizer.zero_grad(set_to_none=False)
         self.scaler.scale(loss).backward()  # fp16: the loss scaled up so small gradients survive
         self.scaler.unscale_(self.optimizer)  # callbacks (gradient norms) see the true gradients

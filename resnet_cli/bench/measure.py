@@ -242,7 +242,8 @@ def _data_ours(job: dict) -> dict:
     images, labels = _images_for(spec, (warmup + steps) * bs)
     data = _our_data(images, labels, spec.model.num_classes or 10, 1)
     start_rss = _memory_now()[0]
-    batches = data_mod.batches_for(data, "train", bs, spec.data.augment, spec.data.pad, rt.device, spec.run.seed)
+    batches = data_mod.batches_for(data, "train", bs, spec.data.augment, spec.data.pad, rt.device, spec.run.seed,
+                                   cutout=spec.data.cutout)
     return _time_batches(batches.epoch(0), warmup, steps, bs, rt.device, start_rss,
                          {"side": "ours", "runtime": {**rt.describe(), "augment": spec.data.augment}})
 

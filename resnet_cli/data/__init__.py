@@ -20,7 +20,7 @@ Where things live:
     dataset.py    Data, load(), batches_for(), eval_for(), num_examples(): the entry points
     splits.py     Split, the fixed stratified val/subset selection, normalisation
     digits.py, synthetic.py, cifar.py, folders.py   one module per source; each has read(spec)
-    augment.py    whole-batch crop and flip
+    augment.py    whole-batch crop, flip and Cutout
     batches.py    Batches (tensor data on the device), eval_batches
     order.py      epoch order, per-batch seeds, sharding over ranks
 """

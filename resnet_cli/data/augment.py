@@ -1,4 +1,5 @@
-"""Whole-batch augmentation on the batch's own device (He 2016a sec. 4.2: pad, random crop, flip)."""
+"""Whole-batch augmentation on the batch's own device (He 2016a sec. 4.2: pad, random crop, flip;
+DeVries & Taylor 2017: Cutout)."""
 
 from __future__ import annotations
 
@@ -8,29 +9,30 @@ import torch.nn.functional as F
 AUGMENT_MODES = ("none", "flip", "crop", "crop_flip")
 
 
-
 def check_mode(mode: str) -> None:
     if mode not in AUGMENT_MODES:
         raise ValueError(f"augment mode '{mode}' is not one of {', '.join(AUGMENT_MODES)}")
 
 
-def augment_batch(x: torch.Tensor, mode: str, pad: int, generator: torch.Generator) -> torch.Tensor:
+def augment_batch(x: torch.Tensor, mode: str, pad: int, generator: torch.Generator, cutout: int = 0
+                  ) -> torch.Tensor:
     """Augment a whole (N, C, H, W) batch on its own device, without a per-image loop.
 
     He 2016a sec. 4.2: pad 4 pixels on each side, take a random 32x32 crop, flip horizontally at
     random. Padding is with zeros of the normalised images, i.e. with the mean pixel. The crop
-    offsets are drawn first, then the flips; all draws come from `generator`.
+    offsets are drawn first, then the flips, then the Cutout centres (`cutout` > 0); all draws come
+    from `generator`, so turning Cutout on leaves every crop and flip as it was.
     """
     check_mode(mode)
-    if mode == "none":
+    if mode == "none" and not cutout:
         return x
     p = pad if mode in ("crop", "crop_flip") else 0
     source = F.pad(x, (p, p, p, p)) if p else x
-    return augment_from(source, torch.arange(len(x), device=x.device), mode, p, generator)
+    return augment_from(source, torch.arange(len(x), device=x.device), mode, p, generator, cutout)
 
 
 def augment_from(source: torch.Tensor, idx: torch.Tensor, mode: str, pad: int,
-                 generator: torch.Generator) -> torch.Tensor:
+                 generator: torch.Generator, cutout: int = 0) -> torch.Tensor:
     """The augmented images source[idx], as `augment_batch` draws them; `source` holds whole images,
     already zero-padded by `pad` on each side when the mode crops (pad 0: no crop). `Batches` pads
     its resident images once, so a batch costs one gather of rows instead of index, pad and crop."""
@@ -42,7 +44,27 @@ def augment_from(source: torch.Tensor, idx: torch.Tensor, mode: str, pad: int,
         x = source[idx]  # a fresh copy: the flip below may write into it
     if mode in ("flip", "crop_flip"):
         x = _random_flip_(x, generator)
+    if cutout:
+        x = cutout_(x, cutout, generator)
     return x
+
+
+def cutout_(x: torch.Tensor, size: int, generator: torch.Generator) -> torch.Tensor:
+    """DeVries & Taylor 2017: zero one size x size square of every image, its centre uniform over
+    the image and the square clipped at the borders (so a square near an edge covers less), the
+    same square on every channel. Zero is the mean pixel of normalised images, as in their code,
+    which masks after normalising. Writes into x (callers pass a fresh copy)."""
+    n, _, h, w = x.shape
+    dev = x.device
+    cy = torch.randint(0, h, (n,), generator=generator, device=dev)
+    cx = torch.randint(0, w, (n,), generator=generator, device=dev)
+    top, left = cy - size // 2, cx - size // 2  # rows top..top+size-1: an even size centres as theirs
+    rows = torch.arange(h, device=dev).view(1, h)
+    cols = torch.arange(w, device=dev).view(1, w)
+    in_rows = (rows >= top.view(n, 1)) & (rows < top.view(n, 1) + size)  # (N, H)
+    in_cols = (cols >= left.view(n, 1)) & (cols < left.view(n, 1) + size)  # (N, W)
+    hole = in_rows.view(n, 1, h, 1) & in_cols.view(n, 1, 1, w)  # (N, 1, H, W)
+    return x.masked_fill_(hole, 0.0)
 
 
 def _crop_rows(source: torch.Tensor, idx: torch.Tensor, top: torch.Tensor, left: torch.Tensor, h: int,

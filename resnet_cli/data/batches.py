@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .augment import augment_from, check_mode
-from .order import TAG_AUGMENT, check_start, epoch_order, iters_per_epoch, mix, shard_of
+from .order import batch_generator, check_start, epoch_order, iters_per_epoch, shard_of
 from .splits import Split
 
 
@@ -16,11 +16,12 @@ class Batches:
     """Training batches for one split, resident on `device`; augmentation per batch on that device."""
 
     def __init__(self, split: Split, batch_size: int, augment: str, pad: int, device, seed: int,
-                 shard: tuple[int, int] = (0, 1)):
+                 shard: tuple[int, int] = (0, 1), cutout: int = 0):
         check_mode(augment)
         self.device = torch.device(device)
         self.y = split.y.to(self.device)
         self.batch_size, self.augment, self.pad, self.seed = batch_size, augment, pad, seed
+        self.cutout = cutout  # data.cutout: the square's side in pixels, 0: off
         # Crop modes keep the images zero-padded once, here (1.56x the memory at 32x32, pad 4): each
         # batch is then one gather of rows (`augment_from`) instead of index, pad and crop.
         self.crop_pad = pad if augment in ("crop", "crop_flip") else 0
@@ -42,15 +43,12 @@ class Batches:
         for i in range(start, self.iters_per_epoch):
             idx = shard_of(order[i * self.batch_size:(i + 1) * self.batch_size], self.shard)
             y = self.y[idx]
-            if self.augment == "none":
+            if self.augment == "none" and not self.cutout:
                 x = self.x[idx]
             else:
-                x = augment_from(self.x, idx, self.augment, self.crop_pad, self._generator(epoch, i))
+                g = batch_generator(self.device, self.seed, epoch, i, self.shard)
+                x = augment_from(self.x, idx, self.augment, self.crop_pad, g, self.cutout)
             yield x, y
-
-    def _generator(self, epoch: int, i: int) -> torch.Generator:
-        rank = () if self.shard[1] == 1 else (self.shard[0],)  # ranks draw apart; one process as ever
-        return torch.Generator(device=self.device).manual_seed(mix(self.seed, epoch, i, TAG_AUGMENT, *rank))
 
 
 def eval_batches(split: Split, batch_size: int, device, shard: tuple[int, int] = (0, 1)

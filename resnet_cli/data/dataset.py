@@ -54,13 +54,14 @@ def num_examples(data: Data, split_name: str) -> int:
 
 
 def batches_for(data: Data, split_name: str, batch_size: int, augment: str, pad: int, device,
-                seed: int, shard: tuple[int, int] = (0, 1)) -> Batches | FolderBatches:
-    """Training batches over a split of either kind of data; `shard` = (rank, world size)."""
+                seed: int, shard: tuple[int, int] = (0, 1), cutout: int = 0) -> Batches | FolderBatches:
+    """Training batches over a split of either kind of data; `shard` = (rank, world size), `cutout`
+    the side of the Cutout square (0: off)."""
     if num_examples(data, split_name) == 0:
         raise ValueError(f"{data.name} has no '{split_name}' images")
     if data.folder is not None:
-        return data.folder.train_batches(split_name, batch_size, augment, device, seed, shard)
-    return Batches(getattr(data, split_name), batch_size, augment, pad, device, seed, shard)
+        return data.folder.train_batches(split_name, batch_size, augment, device, seed, shard, cutout)
+    return Batches(getattr(data, split_name), batch_size, augment, pad, device, seed, shard, cutout)
 
 
 def eval_for(data: Data, split_name: str, batch_size: int, device, shard: tuple[int, int] = (0, 1)

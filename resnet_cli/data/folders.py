@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from .augment import check_mode
-from .order import TAG_SAMPLE, check_start, epoch_order, iters_per_epoch, mix, shard_of
+from .augment import check_mode, cutout_
+from .order import TAG_SAMPLE, batch_generator, check_start, epoch_order, iters_per_epoch, mix, shard_of
 from .splits import cache_dir, positions, reason
 
 # ImageNet training-set statistics (the usual constants); scanning 1.28M JPEGs for them at every
@@ -170,8 +170,9 @@ class FolderBatches:
     prefetch nothing)."""
 
     def __init__(self, dataset: _FolderDataset, batch_size: int, device, seed: int, workers: int,
-                 shard: tuple[int, int] = (0, 1)):
+                 shard: tuple[int, int] = (0, 1), cutout: int = 0):
         self.dataset, self.batch_size, self.seed, self.workers = dataset, batch_size, seed, workers
+        self.cutout = cutout
         self.shard = shard
         self.device = torch.device(device)
         self.iters_per_epoch = iters_per_epoch(len(dataset), batch_size)
@@ -190,7 +191,10 @@ class FolderBatches:
         self.keys.set(order, start, self.iters_per_epoch, limit, mix(self.seed, epoch, TAG_SAMPLE))
         if self.loader is None:
             self.loader = _folder_loader(self.dataset, self.keys, self.workers, self.device, persistent=True)
-        yield from _to_device(self.dataset, self.loader, self.device)
+        for i, (x, y) in enumerate(_to_device(self.dataset, self.loader, self.device), start):
+            if self.cutout:  # on the device, per batch, from the batch's own stream (as `Batches`)
+                x = cutout_(x, self.cutout, batch_generator(self.device, self.seed, epoch, i, self.shard))
+            yield x, y
 
 
 class FolderData:
@@ -204,11 +208,11 @@ class FolderData:
         return len(self.samples[split_name])
 
     def train_batches(self, split_name: str, batch_size: int, augment: str, device, seed: int,
-                      shard: tuple[int, int] = (0, 1)) -> FolderBatches:
+                      shard: tuple[int, int] = (0, 1), cutout: int = 0) -> FolderBatches:
         check_mode(augment)
         dataset = _FolderDataset(self.samples[split_name], _folder_transform(self.image_size, augment),
                                  self.image_size)
-        return FolderBatches(dataset, batch_size, device, seed, self.workers, shard)
+        return FolderBatches(dataset, batch_size, device, seed, self.workers, shard, cutout)
 
     def eval_batches(self, split_name: str, batch_size: int, device, shard: tuple[int, int] = (0, 1)
                      ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:

@@ -35,6 +35,13 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.randperm(n, generator=g)
 
 
+def batch_generator(device: torch.device, seed: int, epoch: int, i: int, shard: tuple[int, int] = (0, 1)
+                    ) -> torch.Generator:
+    """The stream of batch i's whole-batch augmentation draws (crop, flip, Cutout), on `device`."""
+    rank = () if shard[1] == 1 else (shard[0],)  # ranks draw apart; one process as ever
+    return torch.Generator(device=device).manual_seed(mix(seed, epoch, i, TAG_AUGMENT, *rank))
+
+
 def iters_per_epoch(n: int, batch_size: int) -> int:
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")

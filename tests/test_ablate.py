@@ -9,6 +9,7 @@ import signal
 import pytest
 from typer.testing import CliRunner
 
+from resnet_cli import spec as spec_mod
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.experiments import study as study_mod
@@ -60,7 +61,7 @@ def tiny(in_tmp):
 # Study files
 
 
-@pytest.mark.parametrize("name", ["shortcut", "activation", "projection", "depth", "zero-init"])
+@pytest.mark.parametrize("name", ["shortcut", "activation", "activation-modern", "projection", "depth", "zero-init"])
 @pytest.mark.parametrize("preset", ["paper", "quick"])
 def test_shipped_studies_resolve(name, preset):
     plan = study_mod.plan(name, preset)
@@ -68,6 +69,17 @@ def test_shipped_studies_resolve(name, preset):
     if preset == "quick":
         assert all(r.spec.data.dataset == "digits" for r in plan.rows)  # offline
         assert all(r.spec.optim.epochs and r.spec.optim.warmup_iters < r.spec.optim.epochs * 23 for r in plan.rows)
+
+
+def test_activation_modern_is_the_activation_study_with_a_cosine_schedule():
+    """The same rows, seeds and budget as `activation`, each spec differing only in optim.schedule
+    (and the milestones the step schedule fills in): the two tables can be read side by side."""
+    for preset in ("paper", "quick"):
+        step, cosine = study_mod.plan("activation", preset), study_mod.plan("activation-modern", preset)
+        assert [r.label for r in step.rows] == [r.label for r in cosine.rows] and step.seeds == cosine.seeds
+        for a, b in zip(step.rows, cosine.rows):
+            assert a.spec.optim.schedule == "step" and b.spec.optim.schedule == "cosine"
+            assert spec_mod.diff(a.spec, b.spec) == ["optim.milestones", "optim.schedule"]
 
 
 def test_shortcut_study_has_every_row_of_table_1():
@@ -148,7 +160,7 @@ def test_bad_studies_fail_in_one_line(in_tmp, text, expected):
 
 def test_unknown_study_and_preset(in_tmp, tiny):
     r = invoke("ablate", "shortcuts")
-    assert r.exit_code == 2 and "shipped studies: activation, depth, projection, shortcut, zero-init" in r.stderr
+    assert r.exit_code == 2 and "shipped studies: activation, activation-modern, depth, projection, shortcut, zero-init" in r.stderr
     r = invoke("ablate", tiny, "--preset", "fast", "--list")
     assert r.exit_code == 2 and "unknown preset 'fast'; valid: paper, quick" in r.stderr
 

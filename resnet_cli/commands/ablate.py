@@ -29,7 +29,7 @@ def _seeds(text: str | None) -> list[int] | None:
 
 @command()
 def ablate(
-    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, projection, depth, zero-init) "
+    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, activation-modern, projection, depth, zero-init) "
                                               "or a study YAML file.")],
     preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
                                                          "(minutes); or a preset the study defines.")] = "paper",

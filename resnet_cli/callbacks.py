@@ -21,7 +21,20 @@ class Callback:
     def after_backward(self, t) -> None: ...  # gradients are populated, step not yet taken
     def on_sync(self, t, loss: float) -> None: ...  # every train.SYNC_EVERY steps and at epoch ends
     def on_epoch(self, t, record: dict[str, Any]) -> None: ...
+    def on_record(self, t, record: dict[str, Any]) -> None: ...  # each record metrics.jsonl gets
     def on_end(self, t, summary: dict[str, Any]) -> None: ...
+
+
+def log_record(t, record: dict[str, Any]) -> None:
+    """One metrics.jsonl record: appended to the run's file (rank 0 holds the run directory) and
+    handed to every callback's `on_record` (TensorBoard mirrors them). Callbacks written without the
+    `Callback` base may lack the hook."""
+    if t.run_dir is not None and t.dist.is_main:
+        t.run_dir.append_metrics(record)
+    for cb in t.callbacks:
+        hook = getattr(cb, "on_record", None)
+        if hook is not None:
+            hook(t, record)
 
 
 class GradNormCallback(Callback):
@@ -65,8 +78,7 @@ class GradNormCallback(Callback):
         }
         if self.keep:
             self.records.append(record)
-        if t.run_dir is not None:
-            t.run_dir.append_metrics(record)
+        log_record(t, record)
 
     def on_end(self, t, summary: dict[str, Any]) -> None:
         self.inputs.remove()

@@ -6,6 +6,7 @@
       metrics.jsonl    one JSON object per line, appended as training goes
       checkpoint.pt    the latest checkpoint (atomic; see checkpoint.py)
       summary.json     written once at the end: status, final errors, wall time
+      tensorboard/     with train.tensorboard: the same scalars as event files (`tensorboard --logdir runs`)
       .lock            held by the process training in it
 """
 
@@ -17,6 +18,7 @@ import fcntl
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,7 @@ from .spec import Spec, to_yaml
 
 SPEC, META, METRICS, CHECKPOINT, SUMMARY, LOCK = (
     "spec.yaml", "meta.json", "metrics.jsonl", "checkpoint.pt", "summary.json", ".lock")
+TENSORBOARD = "tensorboard"
 
 
 def default_path(spec: Spec) -> Path:
@@ -127,6 +130,7 @@ class RunDir:
         for tmp in self.path.glob(".*.tmp"):
             with contextlib.suppress(OSError):
                 tmp.unlink()
+        shutil.rmtree(self.file(TENSORBOARD), ignore_errors=True)
         with contextlib.suppress(OSError):
             self.path.rmdir()  # fails, as it should, when anything else is in it
 

@@ -381,8 +381,8 @@ def to_yaml(spec: Spec) -> str:
     return yamlio.dumps(to_tree(spec), sort_keys=False, default_flow_style=None)
 
 
-# Keys that may change between a run and its resume: where it runs, not what it computes.
-RESUME_FREE = ("run.device", "run.threads", "run.out")
+# Keys that may change between a run and its resume: where it runs and what it shows, not what it computes.
+RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard")
 
 
 def diff(a: Spec, b: Spec) -> list[str]:

@@ -18,10 +18,10 @@ from . import data as data_mod
 from . import distributed
 from . import runtime as runtime_mod
 from . import schedule, testhook
-from .callbacks import Callback, GradNormCallback
+from .callbacks import Callback, GradNormCallback, log_record
 from .errors import UserError
 from .model import build_model, count_params
-from .rundir import CHECKPOINT, RunDir
+from .rundir import CHECKPOINT, TENSORBOARD, RunDir
 from .signals import StopFlag
 from .spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
 
@@ -81,6 +81,10 @@ class Trainer:
             # Per-layer gradient norms into metrics.jsonl (He 2016b sec. 3). Rank 0 alone: after
             # DDP's all-reduce every rank holds the same gradients, and only rank 0 writes files.
             self.callbacks.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
+        if spec.train.tensorboard and self.dist.is_main and run_dir is not None:
+            from .tensorboard_log import TensorBoardCallback  # torch.utils.tensorboard imports slowly
+
+            self.callbacks.append(TensorBoardCallback(run_dir.file(TENSORBOARD)))
         distributed.init(self.dist, self.rt.device)
         self.data = data if data is not None else data_mod.load(spec.data)
         torch.manual_seed(spec.run.seed)
@@ -300,8 +304,7 @@ class Trainer:
         p.step = 0
         p.loss_sum = p.correct = 0.0
         p.seen = 0
-        if self.run_dir is not None and self.dist.is_main:
-            self.run_dir.append_metrics(record)
+        log_record(self, record)
         self.save()
         for cb in self.callbacks:
             cb.on_epoch(self, record)

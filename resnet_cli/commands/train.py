@@ -73,6 +73,7 @@ def train(
     resume: Annotated[Optional[str], typer.Option("--resume", help="RUN_DIR (or checkpoint) to continue; 'auto': the --out directory, fresh if it has no checkpoint.")] = None,
     force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's.")] = False,
     nproc: Annotated[int, typer.Option("--nproc", min=1, help="Start N processes on this machine with torchrun (DistributedDataParallel).")] = 1,
+    tensorboard: Annotated[bool, typer.Option("--tensorboard", help="train.tensorboard=true: scalars into RUN_DIR/tensorboard/ too (pip install 'resnet-cli[tensorboard]').")] = False,
 ) -> None:
     """Train one net. Progress on stderr; a result table (or JSON lines) on stdout."""
     fmt = output.choose(json_)
@@ -81,6 +82,8 @@ def train(
     resume_dir = _resume_dir(resume, out) if resume else None
     if resume_dir is not None and spec_file is None and (resume_dir / "spec.yaml").is_file():
         spec_file = str(resume_dir / "spec.yaml")
+    if tensorboard:
+        set_ = [*(set_ or []), "train.tensorboard=true"]
     spec = common.build_spec(spec_file, set_, **flags)
     if nproc > 1 and "RANK" not in os.environ:
         from ..launch import launch_torchrun, precheck

@@ -326,3 +326,17 @@ def test_a_run_that_cannot_start_stops_the_sweep_in_one_line(in_tmp, tiny):
     assert "Traceback" not in r.stderr and lines[-1].startswith("resnet: error: run 1:0")
     assert "CIFAR-10 not found" in lines[-1]
     assert not (in_tmp / "res" / "01-identity-s1").exists()
+
+
+def test_threads_reach_every_run_and_finished_runs_are_still_reused(in_tmp, tiny):
+    # Two workers would get one core each on this 2-core machine, and tests run torch with one
+    # thread: 3 threads per run is what only the flag can give.
+    r = invoke("ablate", str(tiny), "--out", "res", "--jobs", 2, "--threads", 3, "--json")
+    assert r.exit_code == 0, r.stderr
+    metas = sorted((in_tmp / "res").glob("*/meta.json"))
+    assert len(metas) == 4
+    # What torch itself reported inside each run, not the flag echoed back.
+    assert all(json.loads(m.read_text())["threads"] == 3 for m in metas)
+    again = invoke("ablate", str(tiny), "--out", "res", "--threads", 1, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert "0 run(s) trained, 4 already finished" in again.stderr

@@ -4,11 +4,6 @@ written out from log-softmax, the masks read back pixel by pixel from the augmen
 
 import json
 import math
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 import torch
@@ -20,6 +15,8 @@ from resnet_cli import spec as S
 from resnet_cli.callbacks import Callback
 from resnet_cli.errors import UserError
 from resnet_cli.train import Trainer
+
+from processes import kill_at, resnet
 
 # --- cosine schedule -------------------------------------------------------------------------------
 
@@ -200,27 +197,12 @@ def test_cutout_batches_are_a_pure_function_of_seed_epoch_and_position():
 # ~23 iterations an epoch (batch 64 on 1,437 digits), checkpoint every 10: the kill lands mid-epoch 2.
 RECIPE_RUN = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--set", "train.checkpoint_every=10",
               "--set", "data.cutout=4", "--set", "optim.schedule=cosine", "--set", "optim.label_smoothing=0.1"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def resnet(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
-                          env=ENV, timeout=300, cwd=cwd)
 
 
 def test_kill_mid_epoch_and_resume_is_bitwise_the_uninterrupted_run(tmp_path):
     ref = resnet("train", *RECIPE_RUN, "--out", "ref", "--json", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
-    marker = tmp_path / "paused"
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", "train", *RECIPE_RUN, "--out", "run", "--json"],
-                            cwd=tmp_path, env={**ENV, "RESNET_TEST_PAUSE": f"35:{marker}"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_at(35, "train", *RECIPE_RUN, "--out", "run", cwd=tmp_path)
     run = tmp_path / "run"
     assert torch.load(run / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == 30
     res = resnet("train", "--resume", run, "--json", cwd=tmp_path)

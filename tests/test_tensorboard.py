@@ -2,11 +2,7 @@
 TensorBoard's EventAccumulator, and a run killed and resumed continues the same curves with every
 step once and none missing."""
 
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,10 +12,11 @@ from resnet_cli import schedule
 from resnet_cli.cli import app
 from resnet_cli.rundir import RunDir
 
+from processes import kill_at, resnet
+
 pytest.importorskip("tensorboard")  # in the dev extra, so CI has it
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 # 23 iterations an epoch (batch 64 on 1,437 digits). Checkpoints at 23 and 30, syncs at 1, 20, 23, 30, 40,
 # grad norms at 1, 8, ..., 43: a kill at step 45 leaves steps 40 and 43 written past the checkpoint.
 RUN = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--set", "train.checkpoint_every=30",
@@ -59,24 +56,10 @@ def run_spec(run: RunDir):
     return S.resolve(S.validate(run.spec_tree()))
 
 
-def resnet(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
-                          env=ENV, timeout=300, cwd=cwd)
-
-
 def test_kill_and_resume_continues_the_curves_with_each_step_once(tmp_path):
     ref = resnet("train", *RUN, "--out", "ref", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
-    marker = tmp_path / "paused"
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", "train", *RUN, "--out", "run"], cwd=tmp_path,
-                            env={**ENV, "RESNET_TEST_PAUSE": f"45:{marker}"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_at(45, "train", *RUN, "--out", "run", cwd=tmp_path)
     killed = scalars(tmp_path / "run" / "tensorboard")
     assert (40, pytest.approx(dict(scalars(tmp_path / "ref" / "tensorboard")["train/loss"])[40])) in \
         killed["train/loss"], "the killed run had written past its checkpoint (30): the case under test"

@@ -1,0 +1,32 @@
+"""`resnet` in a child process, and a child killed at a known step (resnet_cli/testhook.py): shared
+by the tests that kill a run and resume it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def resnet(*args, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
+                          env=ENV, timeout=300, cwd=cwd)
+
+
+def kill_at(step: int, *args, cwd: Path) -> None:
+    """`resnet ARGS` held after `step` (no sleeps, no race), then SIGKILLed: nothing after the
+    step runs, no handler, no final save."""
+    marker = cwd / "paused"
+    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *map(str, args)], cwd=cwd,
+                            env={**ENV, "RESNET_TEST_PAUSE": f"{step}:{marker}"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, "the child ended before the pause"
+        assert time.monotonic() < deadline, "the child never reached the pause"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()

@@ -74,12 +74,26 @@ def test_shipped_studies_resolve(name, preset):
 def test_activation_modern_is_the_activation_study_with_a_cosine_schedule():
     """The same rows, seeds and budget as `activation`, each spec differing only in optim.schedule
     (and the milestones the step schedule fills in): the two tables can be read side by side."""
-    for preset in ("paper", "quick"):
+    for preset in ("paper", "quick", "fashion"):
         step, cosine = study_mod.plan("activation", preset), study_mod.plan("activation-modern", preset)
         assert [r.label for r in step.rows] == [r.label for r in cosine.rows] and step.seeds == cosine.seeds
         for a, b in zip(step.rows, cosine.rows):
             assert a.spec.optim.schedule == "step" and b.spec.optim.schedule == "cosine"
             assert spec_mod.diff(a.spec, b.spec) == ["optim.milestones", "optim.schedule"]
+
+
+@pytest.mark.parametrize("name", ["shortcut", "activation", "depth"])
+def test_fashion_presets_keep_the_rows_and_change_only_the_budget(name):
+    paper, fashion = study_mod.plan(name, "paper"), study_mod.plan(name, "fashion")
+    kept = [r.label for r in paper.rows if r.spec.data.dataset == "cifar10"]  # CIFAR-100 rows stay paper-only
+    assert [r.label for r in fashion.rows] == kept
+    for p_row, f_row in zip([r for r in paper.rows if r.label in kept], fashion.rows):
+        pm, fm = p_row.spec.model, f_row.spec.model
+        assert (fm.depth, fm.unit, fm.block, fm.downsample, fm.shortcut) == (pm.depth, pm.unit, pm.block, pm.downsample, pm.shortcut)
+        f = f_row.spec
+        assert f.data.dataset == "fashion_mnist" and f.data.train_subset == 10000 and f.data.test_subset is None
+        # 10k images at batch 128: 79 iterations an epoch; the warm-up must end well inside the run.
+        assert f.optim.warmup_iters < 0.1 * f.optim.epochs * 79
 
 
 def test_shortcut_study_has_every_row_of_table_1():

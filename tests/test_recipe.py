@@ -212,3 +212,19 @@ def test_kill_mid_epoch_and_resume_is_bitwise_the_uninterrupted_run(tmp_path):
     wa = torch.load(tmp_path / "ref" / "checkpoint.pt", weights_only=True)["model"]
     wb = torch.load(run / "checkpoint.pt", weights_only=True)["model"]
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_cutout_on_image_folders_is_per_batch_and_resumes(tmp_path):
+    from test_data import fake_folder, folder_spec
+
+    fake_folder(tmp_path, {"a": (4, 1), "b": (4, 1)})
+    d = D.load(folder_spec(tmp_path))
+    plain = list(D.batches_for(d, "train", 3, "crop_flip", 0, "cpu", 5).epoch(1))
+    cut = list(D.batches_for(d, "train", 3, "crop_flip", 0, "cpu", 5, cutout=8).epoch(1))
+    tail = list(D.batches_for(d, "train", 3, "crop_flip", 0, "cpu", 5, cutout=8).epoch(1, start=1))
+    for (xc, yc), (xp, yp) in zip(cut, plain):
+        assert torch.equal(yc, yp)
+        changed = xc != xp
+        assert (xc[changed] == 0).all() and changed.flatten(1).any(1).all()  # a square in every image
+        holes(torch.where(changed, torch.zeros_like(xc), torch.ones_like(xc)))  # one rectangle each
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(cut[1:], tail))

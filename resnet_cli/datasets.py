@@ -39,3 +39,16 @@ CLASS_NAMES: dict[str, tuple[str, ...]] = {
                       "Ankle boot"),
     "kmnist": ("o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"),
 }
+
+# How a dataset's files become the tensors its nets read, before `mean`/`std` (data.Data): what a
+# user of an exported net must do to an image to classify it.
+PIXELS: dict[str, str] = {
+    "digits": "scikit-learn's load_digits().images (8x8 grey, 0..16) divided by 16; no mean/std",
+    "synthetic": "the synthetic task's float images (data.synthetic), as generated",
+    "cifar10": "32x32 RGB uint8 pixels divided by 255",
+    "cifar100": "32x32 RGB uint8 pixels divided by 255",
+    "mnist": "28x28 grey uint8 pixels divided by 255",
+    "fashion_mnist": "28x28 grey uint8 pixels divided by 255",
+    "kmnist": "28x28 grey uint8 pixels divided by 255",
+    "imagenet": "RGB, shorter side resized to image_size*256/224, centre crop image_size, divided by 255",
+}

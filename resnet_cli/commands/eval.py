@@ -88,18 +88,18 @@ def _render(results: list[dict], written: list[tuple[str, Path]]) -> None:
 
     con = output.stdout()
     tta = any("tta" in r for r in results)
-    cols = ["run", "net", "status", "iter", "images", "error %", "loss", "logged %"]
+    cols = ["run", "net", "status", "iter", "error %", "loss", "logged %"]
     rows = []
     base, names = output.short_paths([r["run"] for r in results])
     for r, name in zip(results, names):
-        row = [name, r["label"], r["status"], str(r["iter"]), str(r["images"]), r["error"],
+        row = [name, r["label"], r["status"], str(r["iter"]), r["error"],
                f"{r['loss']:.4f}", r["logged_error"]]
         if tta:
             row.append(r["tta"]["error"] if "tta" in r else None)
         rows.append(row)
     split = results[0]["split"]
     con.print(output.table(f"resnet eval, {split} split: BN in eval mode, the single view"
-                           + (f" (runs in {base})" if base else ""), cols + (["flip TTA %"] if tta else []), rows,
+                           + (f" (runs in {base})" if base else ""), cols + (["flip %"] if tta else []), rows,
                            justify_right=[False, False, False] + [True] * (len(cols) - 3 + tta), compact=True,
                            caption="logged %: the run's own figure at this iteration (metrics.jsonl)"))
     for r in results:
@@ -113,11 +113,12 @@ def _class_table(r: dict):
 
     n = len(r["classes"])
     matrix = n <= TABLE_CLASSES
-    cols = ["class", "images", "wrong", "error %"] + ([str(i) for i in range(n)] if matrix else [])
-    rows = [[f"{row['class']} {row['name']}" if row["name"] != str(row["class"]) else row["name"],
-             str(row["images"]), str(row["wrong"]), row["error"]]
-            + ([str(v) for v in r["confusion"][row["class"]]] if matrix else []) for row in r["per_class"]]
-    caption = ("rows: the true class; columns 0, 1, ...: the images predicted as that class" if matrix
+    # With the matrix, a row's images and wrong ones are its sum and its off-diagonal: not repeated.
+    cols = ["class", "error %"] + ([str(i) for i in range(n)] if matrix else ["images", "wrong"])
+    rows = [[f"{row['class']} {row['name']}" if row["name"] != str(row["class"]) else row["name"], row["error"]]
+            + ([str(v) for v in r["confusion"][row["class"]]] if matrix else [str(row["images"]), str(row["wrong"])])
+            for row in r["per_class"]]
+    caption = ("rows: true class; columns: predicted class (images)" if matrix
                else f"{n} classes: the confusion matrix is in --json and the figure")
-    return output.table(f"{r['label']} ({r['run']}), {r['split']}: per class", cols, rows, caption=caption,
+    return output.table(f"{r['label']} ({r['run']}), {r['split']}, {r['images']} images: per class", cols, rows, caption=caption,
                         compact=True)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from .. import data as data_mod
 from ..errors import UserError
 from ..rundir import RunDir
-from .trained import Trained, runtime_for
+from .trained import Trained, load_spec, runtime_for
 
 TTA_MODES = ("flip",)
 FLIP_AUGMENTS = ("flip", "crop_flip")
@@ -96,6 +96,9 @@ def logged_error(trained: Trained, split: str) -> float | None:
     augmentation and in train mode, and for a checkpoint taken between evaluations)."""
     if split == "train" or trained.iteration is None:
         return None
+    own = load_spec(trained.path).data
+    if (own.test_subset, own.image_size) != (trained.spec.data.test_subset, trained.spec.data.image_size):
+        return None  # --set data.test_subset / image_size: other images than the run evaluated
     key = f"{split}_error"
     hits = [r[key] for r in RunDir(trained.path).metrics() if r.get("iter") == trained.iteration and key in r]
     return hits[-1] if hits else None

@@ -73,6 +73,32 @@ def test_a_diverged_run_is_evaluated_at_its_last_good_checkpoint(in_tmp, monkeyp
     assert row["error"] == epoch1["test_error"]
 
 
+def test_an_interrupted_run_is_evaluated_at_its_mid_epoch_checkpoint(in_tmp, monkeypatch):
+    import os
+    import signal
+
+    from resnet_cli.runtime import analysis_runtime
+    from resnet_cli.train import evaluate
+
+    calls = {"n": 0}
+
+    def interrupting(out, y):  # SIGTERM during step 30: the run saves there and stops
+        calls["n"] += 1
+        if calls["n"] == 30:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return F.cross_entropy(out, y)
+
+    monkeypatch.setattr(Trainer, "loss_fn", staticmethod(interrupting))
+    t = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--out", "run")
+    assert t.exit_code == 143, t.stderr
+    r = invoke("eval", "run")
+    assert r.exit_code == 0, r.stderr
+    row = json_lines(r.stdout)[0]
+    assert row["status"] == "interrupted" and row["iter"] == 30 and row["logged_error"] is None
+    run = load_run("run")  # the trainer's own evaluation of the same checkpoint
+    assert row["error"] == evaluate(run.model, run.data, "test", analysis_runtime(run.device))[1]
+
+
 def test_per_class_error_and_confusion_against_a_hand_count():
     """Seven images whose predictions are fixed: true 0,0,1,1,2,2,2 -> predicted 0,1,1,1,0,2,1."""
     preds = torch.tensor([0, 1, 1, 1, 0, 2, 1])

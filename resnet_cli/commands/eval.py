@@ -28,7 +28,7 @@ TABLE_CLASSES = 12
 
 @command(name="eval")
 def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, data_dir: common.DataDir = None,
-          set_: common.Set = None, batch_size: BatchSize = 1000, device: Device = "auto",
+          set_: common.DataSet = None, batch_size: BatchSize = 1000, device: Device = "auto",
           threads: common.RunThreads = None, out: OutDir = None, figure: Figure = None,
           json_: common.Json = False) -> None:
     """Error, loss, per-class error and confusion matrix of trained runs on a split (BN in eval mode, single view)."""

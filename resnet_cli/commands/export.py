@@ -20,7 +20,7 @@ Force = Annotated[bool, typer.Option("--force", help="Replace files that exist."
 
 @command()
 def export(run_dir: RunDirArg, format_: Format = "torchscript", out: OutPath = None, check_images: Images = 16,
-           data_dir: common.DataDir = None, set_: common.Set = None, force: Force = False,
+           data_dir: common.DataDir = None, set_: common.DataSet = None, force: Force = False,
            json_: common.Json = False) -> None:
     """Write a trained net for other tools (with its spec, class names and preprocessing) and check its logits."""
     from .. import output

@@ -54,20 +54,27 @@ def test_a_test_subset_is_evaluated_without_the_runs_figure_beside_it(residual8_
     assert row["images"] == 50 and row["logged_error"] is None  # 50 images, not the 360 it logged
 
 
-def test_a_diverged_run_is_evaluated_at_its_last_good_checkpoint(in_tmp, monkeypatch):
+def eval_after_step(monkeypatch, at, then, exit_code):
+    """Train 3 epochs of 23 steps with `then(loss, step)` applied to the loss from step `at` on
+    (the plain loss before it), and evaluate what the run left."""
     calls = {"n": 0}
 
-    def poisoned(out, y):  # NaN from the 31st step: epoch 2 of 23-step epochs diverges
+    def loss_fn(out, y):
         calls["n"] += 1
         loss = F.cross_entropy(out, y)
-        return loss * float("nan") if calls["n"] > 30 else loss
+        return then(loss, calls["n"]) if calls["n"] >= at else loss
 
-    monkeypatch.setattr(Trainer, "loss_fn", staticmethod(poisoned))
+    monkeypatch.setattr(Trainer, "loss_fn", staticmethod(loss_fn))
     t = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--out", "run")
-    assert t.exit_code == 3, t.stderr
+    assert t.exit_code == exit_code, t.stderr
     r = invoke("eval", "run")
     assert r.exit_code == 0, r.stderr
-    row = json_lines(r.stdout)[0]
+    return json_lines(r.stdout)[0]
+
+
+def test_a_diverged_run_is_evaluated_at_its_last_good_checkpoint(in_tmp, monkeypatch):
+    # NaN from step 31: epoch 2 diverges, the checkpoint of epoch 1's end (step 23) stays.
+    row = eval_after_step(monkeypatch, 31, lambda loss, n: loss * float("nan"), exit_code=3)
     epoch1 = logged(in_tmp / "run")[0]
     assert row["status"] == "diverged" and row["iter"] == epoch1["iter"] == 23
     assert row["error"] == epoch1["test_error"]
@@ -80,20 +87,12 @@ def test_an_interrupted_run_is_evaluated_at_its_mid_epoch_checkpoint(in_tmp, mon
     from resnet_cli.runtime import analysis_runtime
     from resnet_cli.train import evaluate
 
-    calls = {"n": 0}
-
-    def interrupting(out, y):  # SIGTERM during step 30: the run saves there and stops
-        calls["n"] += 1
-        if calls["n"] == 30:
+    def sigterm(loss, n):  # during step 30: the run saves there and stops
+        if n == 30:
             os.kill(os.getpid(), signal.SIGTERM)
-        return F.cross_entropy(out, y)
+        return loss
 
-    monkeypatch.setattr(Trainer, "loss_fn", staticmethod(interrupting))
-    t = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--out", "run")
-    assert t.exit_code == 143, t.stderr
-    r = invoke("eval", "run")
-    assert r.exit_code == 0, r.stderr
-    row = json_lines(r.stdout)[0]
+    row = eval_after_step(monkeypatch, 30, sigterm, exit_code=143)
     assert row["status"] == "interrupted" and row["iter"] == 30 and row["logged_error"] is None
     run = load_run("run")  # the trainer's own evaluation of the same checkpoint
     assert row["error"] == evaluate(run.model, run.data, "test", analysis_runtime(run.device))[1]

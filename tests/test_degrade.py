@@ -182,3 +182,21 @@ def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
     assert (in_tmp / "d" / "runs" / "plain-4-seed0" / "spec.yaml").is_file()
     lesion = CliRunner().invoke(app, ["lesion", str(in_tmp / "d" / "runs" / "residual-6-seed0"), "--json"])
     assert lesion.exit_code == 0, lesion.output
+
+
+def test_a_run_another_process_is_training_stops_the_grid_in_one_line(in_tmp):
+    from resnet_cli import errors
+    from resnet_cli.rundir import RunDir
+
+    held = RunDir(in_tmp / "d" / "runs" / "plain-4-seed0")
+    held.lock()  # as a second `resnet degrade --out d` training this run would hold it
+    try:
+        res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "1", "--depths", "4", "--out", "d", "--json"])
+        assert res.exit_code == errors.LOCKED
+        err = [ln for ln in res.stderr.splitlines() if "error" in ln]
+        assert len(err) == 1 and "in use by another resnet process" in err[0] and "Traceback" not in res.output
+        assert not (in_tmp / "d" / "runs" / "plain-4-seed0" / "spec.yaml").exists()  # nothing written under the lock
+    finally:
+        held.unlock()
+    again = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "1", "--depths", "4", "--out", "d", "--json"])
+    assert again.exit_code == 0, again.output

@@ -231,6 +231,8 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
     for i, (depth, net, seed) in enumerate(jobs):
         spec = twin(plan, net, depth, seed)
         key = spec_key(spec)
+        if key not in done:  # another `resnet degrade` on the same --out may have finished it meanwhile
+            done.update({r["spec_key"]: r for r in _read_runs(out_dir / RUNS_FILE)})
         reused = key in done
         if reused:
             record = done[key]
@@ -238,10 +240,13 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
             if data is None:  # once: every twin shares the base's data section
                 data = data_mod.load(spec.data)
             rd = _fresh_run_dir(out_dir, spec, net, key)
-            record = train_one(spec, data, callbacks=callbacks() if callbacks else [], run_dir=rd)
-            record["run_dir"] = rd.path.relative_to(out_dir).as_posix()  # the grid's folder can move
-            with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            try:
+                record = train_one(spec, data, callbacks=callbacks() if callbacks else [], run_dir=rd)
+                record["run_dir"] = rd.path.relative_to(out_dir).as_posix()  # the grid's folder can move
+                with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+            finally:
+                rd.unlock()
         records.append(record)
         if on_run:
             on_run(record, i + 1, len(jobs), reused)
@@ -249,30 +254,33 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
 
 
 def _fresh_run_dir(out_dir: Path, spec, net: str, key: str):
-    """runs/<net>-<depth>-seed<seed> under the degrade directory, created for this run. A directory
-    of that name left by a run that never finished (no record in runs.jsonl) is started over; one
-    that holds a different finished spec (the grid was rerun with other settings) is kept, and this
-    run takes a name with its spec key instead."""
-    from ..rundir import CHECKPOINT, SPEC, RunDir
+    """runs/<net>-<depth>-seed<seed> under the degrade directory, created and locked for this run.
+    A directory of that name left by this very run, cut off before its record was written, is
+    started over; one that holds another spec (the grid was rerun with other settings) is kept, and
+    this run takes a name with its spec key instead. The lock makes a second `resnet degrade` on the
+    same --out stop with one line rather than train the same run into the same files."""
+    from ..rundir import CHECKPOINT, META, METRICS, SPEC, SUMMARY, RunDir
 
     name = f"{net}-{spec.model.depth}-seed{spec.run.seed}"
-    path = out_dir / RUN_DIRS / name
-    if (path / SPEC).exists():
-        try:
-            other = spec_mod.resolve(spec_mod.validate(RunDir(path).spec_tree(), str(path / SPEC)))
-            same = spec_key(other) == key
-        except UserError:
-            same = False
-        if same:  # this very run, cut off before its record was written: nothing to keep
-            rd = RunDir(path)
-            rd.remove_unstarted()
-            (path / CHECKPOINT).unlink(missing_ok=True)
-        else:
-            path = out_dir / RUN_DIRS / f"{name}-{key[:8]}"
-    rd = RunDir(path)
-    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
-    rd.create(spec, runtime={})
-    return rd
+    for path in (out_dir / RUN_DIRS / name, out_dir / RUN_DIRS / f"{name}-{key[:8]}"):
+        rd = RunDir(path)
+        if (path / SPEC).exists() and not _same_run(rd, key):
+            continue
+        rd.lock()
+        for leftover in (SPEC, META, METRICS, SUMMARY, CHECKPOINT):  # nothing here has a record to keep
+            (path / leftover).unlink(missing_ok=True)
+        spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
+        rd.create(spec, runtime={})
+        return rd
+    raise UserError(f"{out_dir / RUN_DIRS / name}: both this name and {name}-{key[:8]} hold other runs; "
+                    "pick another --out")
+
+
+def _same_run(rd, key: str) -> bool:
+    try:
+        return spec_key(spec_mod.resolve(spec_mod.validate(rd.spec_tree(), str(rd.file("spec.yaml"))))) == key
+    except UserError:
+        return False
 
 
 def _read_runs(path: Path) -> list[dict[str, Any]]:

@@ -34,6 +34,11 @@ def test_every_cifar_combination_learns(block, unit, shortcut, downsample):
     model = build({"model": {"depth": depth, "block": block, "unit": unit, "downsample": downsample,
                              "widths": [2, 4, 4], "shortcut": {"kind": shortcut, "gate_bias": -1.0}}})
     assert len(model.units) == 6
+    if shortcut == "rezero":
+        # alpha = 0 leaves option A's zero-padded channels identically 0 at init; a BN of an all-zero
+        # channel jumps to unit variance on any step, however small. Start alpha off 0 to test learning.
+        for unit in model.units:
+            nn.init.constant_(unit.combine.alpha, 0.5)
     x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,))
 
     def loss():

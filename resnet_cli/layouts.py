@@ -86,3 +86,19 @@ def resolve_downsample(model) -> str:
     if model.family == "imagenet" or resolve_block(model) == "bottleneck":
         return "B"
     return "A"
+
+
+# He 2016a sec. 4.2 warms up only its 110- and 1202-layer CIFAR nets ("0.1 is slightly too large to
+# start converging": lr 0.01 until training error is below 80%, about 400 iterations); He 2016b
+# warms up every CIFAR run the same way. Neither paper warms up ImageNet nets.
+WARMUP_ITERS = 400
+
+
+def resolve_warmup(model, warmup_iters: int | str) -> int:
+    """The papers' warm-up length for a net when the spec says `auto`: 400 iterations for CIFAR nets
+    of He 2016b's units and for He 2016a's original unit from 110 layers on; none otherwise."""
+    if warmup_iters != "auto":
+        return int(warmup_iters)
+    if model.family != "cifar" or (model.unit == "original" and model.depth < 110):
+        return 0
+    return WARMUP_ITERS

@@ -21,7 +21,8 @@ from . import yamlio
 from .datasets import AUTO_AUGMENT, DATASET_SHAPES, DATASETS  # noqa: F401  (re-exported)
 from .errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
-    CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, units_per_stage,
+    CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, resolve_warmup,
+    units_per_stage,
 )
 from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
 
@@ -148,8 +149,10 @@ class OptimSpec(_Section):
     # the run, the papers' 32k and 48k of 64k.
     milestones: list[Annotated[int, Field(ge=0)]] | None = None
     gamma: Annotated[float, Field(gt=0.0, le=1.0)] = 0.1
-    # He 2016b: lr 0.01 for the first 400 iterations, then back to 0.1 (every CIFAR run).
-    warmup_iters: Annotated[int, Field(ge=0)] = 400
+    # lr `warmup_lr` for the first `warmup_iters` iterations, then back to lr. auto: the papers'
+    # rule for the net (layouts.resolve_warmup): 400 for CIFAR nets from He 2016b and for He
+    # 2016a's ResNet-110 and deeper, 0 for shallower original nets and for ImageNet.
+    warmup_iters: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
     warmup_lr: Annotated[float, Field(gt=0.0)] = 0.01
 
     @model_validator(mode="before")
@@ -377,7 +380,7 @@ def resolve(spec: Spec) -> Spec:
     if milestones is None:
         length = o.iters if o.iters is not None else o.epochs
         milestones = sorted({length // 2, length * 3 // 4} - {0})
-    optim = o.model_copy(update={"milestones": list(milestones)})
+    optim = o.model_copy(update={"milestones": list(milestones), "warmup_iters": resolve_warmup(model, o.warmup_iters)})
     return spec.model_copy(update={"model": model, "data": data, "optim": optim})
 
 

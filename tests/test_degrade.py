@@ -140,3 +140,45 @@ def test_findings():
     bad = D.findings([_summary("plain", 26, 0.70, 1.0), _summary("residual", 26, 0.9, 0.8)])
     assert [f["reproduced"] for f in bad] == [False, False, False, False]
     assert D.findings([_summary("plain", 8, 0.6, 3.0)]) is None
+
+
+def test_he2016a_comparisons_between_the_shallowest_and_deepest_depth():
+    # Training accuracies chosen by hand: plain 0.90 / 0.80 / 0.70 at 20 / 32 / 56 (Fig. 1: deeper
+    # plain trains worse), residual 0.92 / 0.91 / 0.85 (Fig. 6: better than plain-56, short of ResNet-20).
+    grid = [_summary(n, d, a, 1.0, "fashion_mnist") for n, d, a in [
+        ("plain", 20, 0.90), ("residual", 20, 0.92), ("plain", 32, 0.80), ("residual", 32, 0.91),
+        ("plain", 56, 0.70), ("residual", 56, 0.85)]]
+    found = D.he2016a(grid)
+    assert [f["finding"] for f in found] == [
+        "plain-56 trains worse than plain-20", "ResNet-56 trains better than plain-56", "ResNet-56 reaches ResNet-20"]
+    assert [f["reproduced"] for f in found] == [True, True, False]
+    assert found[0]["ours"] == pytest.approx([30.0, 10.0]) and found[2]["ours"] == pytest.approx([15.0, 8.0])
+    flipped = D.he2016a([_summary(n, d, a, 1.0) for n, d, a in [
+        ("plain", 20, 0.70), ("residual", 20, 0.80), ("plain", 56, 0.90), ("residual", 56, 0.75)]])
+    assert [f["reproduced"] for f in flipped] == [False, False, False]
+    assert D.he2016a([_summary("plain", 20, 0.9, 1.0), _summary("residual", 56, 0.9, 1.0)]) is None  # no pair
+
+
+def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
+    from resnet_cli.experiments.trained import load_run
+
+    res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "1", "--out", "d", "--json"])
+    assert res.exit_code == 0, res.output
+    runs = {(r["net"], r["depth"]): r for r in lines(res.stdout) if r["event"] == "run"}
+    records = [json.loads(line) for line in (in_tmp / "d" / D.RUNS_FILE).read_text().splitlines()]
+    for rec in records:
+        path = in_tmp / "d" / "runs" / f"{rec['net']}-{rec['depth']}-seed0"
+        assert rec["run_dir"] == f"runs/{path.name}"
+        metrics = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+        epoch = [m for m in metrics if m.get("event") == "epoch"][-1]
+        # The kept checkpoint is the trained net: evaluated again, it gives the run's own test accuracy.
+        trained = load_run(path)
+        with torch.no_grad():
+            pairs = [(trained.model(x).argmax(1) != y).sum().item() for x, y in
+                     data_mod.eval_for(trained.data, "test", 97, trained.device)]
+        wrong = sum(pairs) / data_mod.num_examples(trained.data, "test")
+        assert 100 * wrong == pytest.approx(epoch["test_error"], abs=1e-6)
+        assert runs[(rec["net"], rec["depth"])]["test_acc"] == pytest.approx(1 - wrong, abs=1e-6)
+    assert (in_tmp / "d" / "runs" / "plain-4-seed0" / "spec.yaml").is_file()
+    lesion = CliRunner().invoke(app, ["lesion", str(in_tmp / "d" / "runs" / "residual-6-seed0"), "--json"])
+    assert lesion.exit_code == 0, lesion.output

@@ -341,19 +341,20 @@ def test_global_shuffle_resumes_exactly(tmp_path):
 
 
 def test_warmup_note_names_the_key():
-    one = spec_mod.build(None, [("optim.epochs", 1), ("optim.iters", None), ("optim.milestones", None)])
+    one = spec_mod.build(None, [("optim.epochs", 1), ("optim.iters", None), ("optim.milestones", None),
+                                ("model.unit", "full_preact")])  # He 2016b: 400 iterations of warm-up
     # 469 iterations (60k images at batch 128), no lr step in a 1-epoch run: 400 of warm-up is 85% of it
     note = schedule.warmup_note(one.optim, 469)
     assert note is not None and "optim.warmup_iters 400" in note and "469" in note
-    steps = spec_mod.build(None, [("optim.iters", 600)])  # steps at 300 and 450: before the warm-up ends
+    steps = spec_mod.build(None, [("optim.iters", 600), ("optim.warmup_iters", 400)])  # steps at 300 and 450: before the warm-up ends
     note = schedule.warmup_note(steps.optim, 469)
     assert note is not None and "first lr step at iteration 300" in note and "never returns" in note
     assert schedule.warmup_note(one.optim, 1000) is None  # 400 of 1000 iterations: back to 0.1 for 60%
-    assert schedule.warmup_note(spec_mod.build(None).optim, 391) is None  # the papers' 64k iterations
+    assert schedule.warmup_note(spec_mod.build(None, [("model.depth", 110)]).optim, 391) is None  # the papers' 64k iterations
 
 
 def test_train_prints_the_warmup_note(tmp_path):
-    res = runner.invoke(app, ["train", "--dataset", "synthetic", "--depth", "8", "--epochs", "1",
+    res = runner.invoke(app, ["train", "--dataset", "synthetic", "--depth", "8", "--preact", "--epochs", "1",
                               "--set", "data.synthetic.train_size=64", "--set", "data.synthetic.test_size=8",
                               "--set", "data.synthetic.image_size=8", "--set", "model.widths=[2,2,2]",
                               "--batch-size", "32", "--out", str(tmp_path / "r"), "--json"])

@@ -26,8 +26,23 @@ def test_defaults_are_the_papers_cifar_recipe():
     o = s.optim
     assert (o.lr, o.momentum, o.weight_decay, o.batch_size, o.iters) == (0.1, 0.9, 1e-4, 128, 64000)
     assert o.milestones == [32000, 48000]  # He 2016a: /10 at 32k and 48k
-    assert (o.warmup_iters, o.warmup_lr) == (400, 0.01)
+    assert (o.warmup_iters, o.warmup_lr) == (0, 0.01)  # He 2016a warms up ResNet-110 only; the default is ResNet-20
     assert s.model.downsample == "A" and s.model.block == "basic" and s.data.augment == "crop_flip"
+
+
+@pytest.mark.parametrize("sets,warmup", [
+    # The papers' text, row by row: He 2016a sec. 4.2 ("for the 110-layer net ... 0.01 to warm up",
+    # also its 1202-layer net), none for ResNet-20..56; He 2016b warms up every CIFAR run; neither
+    # warms up ImageNet nets (He 2016a sec. 3.4). An explicit value always wins.
+    ([("model.depth", 20)], 0), ([("model.depth", 56)], 0), ([("model.depth", 110)], 400),
+    ([("model.depth", 1202)], 400), ([("model.depth", 164), ("model.block", "bottleneck")], 400),
+    ([("model.depth", 20), ("model.unit", "full_preact")], 400),
+    ([("model.depth", 110), ("model.unit", "bn_after_add")], 400),
+    ([("model.family", "imagenet"), ("model.depth", 50)], 0), ([("model.family", "digits"), ("model.depth", 8)], 0),
+    ([("model.depth", 20), ("optim.warmup_iters", 7)], 7), ([("model.depth", 110), ("optim.warmup_iters", 0)], 0),
+])
+def test_warmup_follows_the_papers_rule_for_the_net(sets, warmup):
+    assert S.build(None, sets).optim.warmup_iters == warmup
 
 
 def test_yaml_12_floats_and_booleans():

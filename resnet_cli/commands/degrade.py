@@ -89,9 +89,10 @@ def degrade(
         raise
     summaries = deg.summarise(records)
     found = deg.findings(summaries)
+    paper = deg.he2016a(summaries)
     figure = deg.figure(records, out_dir / deg.FIGURE_FILE)
     wall = time.perf_counter() - start
-    _write_result(out_dir / deg.RESULT_FILE, plan, summaries, found, wall)
+    _write_result(out_dir / deg.RESULT_FILE, plan, summaries, found, paper, wall, records)
     if fmt is output.Format.JSON:
         for s in summaries:
             output.emit(s)
@@ -105,7 +106,16 @@ def degrade(
             lo, hi = f["article_range"]
             log.print(f"  {f['finding']}: {f['measure']} {output.fmt(f['ours'], 2)} "
                       f"(article: {article}10 seeds {lo:g}-{hi:g}; needs {f['criterion']})  {mark}")
-    log.print(f"figure: {figure}   records: {out_dir / deg.RUNS_FILE}   wall time {wall:.0f} s")
+    if paper is not None:
+        log.print("He 2016a's degradation comparisons, median training error (%):")
+        for f in paper:
+            a, b = (output.fmt(v, 2) for v in f["ours"])
+            mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]" if f["expected"] \
+                else "[yellow]not reached at this budget[/]"
+            log.print(f"  {f['finding']} ({f['source']}): {a} against {b}  {mark}")
+    log.print(f"figure: {figure}   records: {out_dir / deg.RUNS_FILE}   wall time {wall:.0f} s "
+              f"(training, every run's own time summed: {sum(r['wall_s'] for r in records):.0f} s)")
+    log.print(f"run directories (for resnet lesion, landscape, paths): {out_dir / deg.RUN_DIRS}/<net>-<depth>-seed<seed>")
 
 
 class _EpochLine:
@@ -157,13 +167,15 @@ def _seed_text(seeds: list[int]) -> str:
     return ",".join(map(str, seeds))
 
 
-def _write_result(path: Path, plan, summaries, found, wall: float) -> None:
+def _write_result(path: Path, plan, summaries, found, paper, wall: float, records) -> None:
     import json
 
     from ..rundir import git_commit, versions
 
     result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
-              "base_spec": plan.base, "summaries": summaries, "findings": found, "wall_s": round(wall, 1),
+              "base_spec": plan.base, "summaries": summaries, "findings": found, "he2016a": paper,
+              "wall_s": round(wall, 1),  # this invocation, reused runs costing nothing
+              "train_wall_s": round(sum(r["wall_s"] for r in records), 1),  # every run's own training time
               "versions": versions(), "git_commit": git_commit(),
               "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     tmp = path.with_name(f".{path.name}.tmp")

@@ -29,34 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..train import Callback
+from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 
 NETS = ("plain", "residual")
 RUNS_FILE, RESULT_FILE, FIGURE_FILE = "runs.jsonl", "degrade.json", "degrade.png"
+RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
 DEFAULT_CONFIG = "degrade/digits-8-26"
-
-# Published figures shown beside ours, keyed (dataset, net, depth). Digits: the degradation
-# experiment of the "Residual Connection" article (10 seeds; its 8-layer accuracies and gradient
-# norms are its printed seed-6 run). CIFAR-10: He 2016a Table 6 test errors of ResNet-20/32/44/56
-# (Fig. 6 gives no table for the plain nets).
-ARTICLE = "the Residual Connection article"
-REFERENCE: dict[tuple[str, str, int], dict[str, Any]] = {
-    ("digits", "plain", 8): {"train_acc": 0.986, "grad_norm_first_layer": 0.21, "source": f"{ARTICLE}, seed 6"},
-    ("digits", "residual", 8): {"train_acc": 0.992, "grad_norm_first_layer": 0.26, "source": f"{ARTICLE}, seed 6"},
-    ("digits", "plain", 26): {"train_acc": 0.56, "train_acc_range": (0.395, 0.834),
-                              "grad_norm_first_layer_range": (1.9, 3.2), "source": f"{ARTICLE}, 10 seeds"},
-    ("digits", "residual", 26): {"train_acc": 0.98, "train_acc_range": (0.966, 0.988),
-                                 "grad_norm_first_layer_range": (0.4, 0.7), "source": f"{ARTICLE}, 10 seeds"},
-    ("cifar10", "residual", 20): {"test_acc": 0.9125, "source": "He 2016a Table 6"},
-    ("cifar10", "residual", 32): {"test_acc": 0.9249, "source": "He 2016a Table 6"},
-    ("cifar10", "residual", 44): {"test_acc": 0.9283, "source": "He 2016a Table 6"},
-    ("cifar10", "residual", 56): {"test_acc": 0.9303, "source": "He 2016a Table 6"},
-}
-
-# When a 26-layer digits run counts as showing the article's finding. Its plain-26 median is 0.56
-# over its 10 seeds (its own code re-run with torch 2.14.1: 0.62); a median below 0.68 is a
-# degraded net. Its residual-26 nets all end above 0.96. The step-1 norms must land in its ranges.
-PLAIN_DEGRADED_BELOW, RESIDUAL_FITS_ABOVE = 0.68, 0.95
-
 
 class Section(BaseModel):
     """The `degrade:` section of a degrade config; everything else in the file is a spec."""
@@ -206,12 +184,15 @@ class Probe(Callback):
             self.seen = self.steps = 0
 
 
-def train_one(spec, data, points: int = 60, callbacks: list[Callback] = ()) -> dict[str, Any]:
-    """Train one twin in memory; returns its record (metrics, the curve, the wall time)."""
+def train_one(spec, data, points: int = 60, callbacks: list[Callback] = (), run_dir=None) -> dict[str, Any]:
+    """Train one twin; returns its record (metrics, the curve, the wall time). With `run_dir` (a
+    created RunDir) the run also leaves what `resnet train` leaves: resolved spec, metrics and the
+    final checkpoint, so lesion, landscape and paths can read the trained net afterwards."""
     from ..train import Trainer
 
     start = time.perf_counter()
-    trainer = Trainer(spec, run_dir=None, data=data, callbacks=callbacks)
+    key = spec_key(spec)
+    trainer = Trainer(spec, run_dir=run_dir, data=data, callbacks=callbacks)
     probe = Probe(window=-(-trainer.total // points))
     trainer.callbacks.append(probe)
     summary = trainer.run()
@@ -227,7 +208,8 @@ def train_one(spec, data, points: int = 60, callbacks: list[Callback] = ()) -> d
         "test_acc": acc(summary["test_error"]), "grad_norm_first_layer": probe.grad_norm_first_layer,
         "params": summary["params"], "shortcut": m.shortcut.kind, "dataset": spec.data.dataset,
         "iterations": summary["iterations"], "epochs": summary["epochs"],
-        "wall_s": round(time.perf_counter() - start, 2), "spec_key": spec_key(spec), "curve": probe.curve,
+        "wall_s": round(time.perf_counter() - start, 2), "spec_key": key, "curve": probe.curve,
+        "run_dir": str(run_dir.path) if run_dir is not None else None,
     }
 
 
@@ -255,13 +237,42 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
         else:
             if data is None:  # once: every twin shares the base's data section
                 data = data_mod.load(spec.data)
-            record = train_one(spec, data, callbacks=callbacks() if callbacks else [])
+            rd = _fresh_run_dir(out_dir, spec, net, key)
+            record = train_one(spec, data, callbacks=callbacks() if callbacks else [], run_dir=rd)
+            record["run_dir"] = rd.path.relative_to(out_dir).as_posix()  # the grid's folder can move
             with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
         records.append(record)
         if on_run:
             on_run(record, i + 1, len(jobs), reused)
     return records
+
+
+def _fresh_run_dir(out_dir: Path, spec, net: str, key: str):
+    """runs/<net>-<depth>-seed<seed> under the degrade directory, created for this run. A directory
+    of that name left by a run that never finished (no record in runs.jsonl) is started over; one
+    that holds a different finished spec (the grid was rerun with other settings) is kept, and this
+    run takes a name with its spec key instead."""
+    from ..rundir import CHECKPOINT, SPEC, RunDir
+
+    name = f"{net}-{spec.model.depth}-seed{spec.run.seed}"
+    path = out_dir / RUN_DIRS / name
+    if (path / SPEC).exists():
+        try:
+            other = spec_mod.resolve(spec_mod.validate(RunDir(path).spec_tree(), str(path / SPEC)))
+            same = spec_key(other) == key
+        except UserError:
+            same = False
+        if same:  # this very run, cut off before its record was written: nothing to keep
+            rd = RunDir(path)
+            rd.remove_unstarted()
+            (path / CHECKPOINT).unlink(missing_ok=True)
+        else:
+            path = out_dir / RUN_DIRS / f"{name}-{key[:8]}"
+    rd = RunDir(path)
+    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
+    rd.create(spec, runtime={})
+    return rd
 
 
 def _read_runs(path: Path) -> list[dict[str, Any]]:
@@ -304,39 +315,6 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row["reference"] = ref
         out.append(row)
     return out
-
-
-def findings(summaries: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """The article's three findings, checked on our 26-layer digits nets (None when the grid has no
-    such pair): plain-26 degrades, residual-26 fits, and plain-26's first-conv gradient at step 1
-    is larger than residual-26's, not vanishing. Each carries our median beside the article's."""
-    by = {(s["net"], s["depth"]): s for s in summaries}
-    plain, res = by.get(("plain", 26)), by.get(("residual", 26))
-    if plain is None or res is None or (plain.get("reference") or {}).get("source") != f"{ARTICLE}, 10 seeds":
-        return None
-    p_ref, r_ref = plain["reference"], res["reference"]
-
-    def within(value: float | None, bounds: tuple[float, float]) -> bool:
-        return value is not None and bounds[0] <= value <= bounds[1]
-
-    p_acc, r_acc = plain["train_acc_median"], res["train_acc_median"]
-    p_g, r_g = plain["grad_norm_first_layer_median"], res["grad_norm_first_layer_median"]
-    return [
-        {"finding": "plain-26 degrades", "measure": "median training accuracy", "ours": p_acc,
-         "article": p_ref["train_acc"], "article_range": p_ref["train_acc_range"],
-         "criterion": f"below {PLAIN_DEGRADED_BELOW}",
-         "reproduced": p_acc is not None and p_acc < PLAIN_DEGRADED_BELOW},
-        {"finding": "residual-26 fits", "measure": "median training accuracy", "ours": r_acc,
-         "article": r_ref["train_acc"], "article_range": r_ref["train_acc_range"],
-         "criterion": f"above {RESIDUAL_FITS_ABOVE}",
-         "reproduced": r_acc is not None and r_acc > RESIDUAL_FITS_ABOVE},
-        {"finding": "plain-26's step-1 gradient is larger, not vanishing", "measure": "median first-conv norm, plain",
-         "ours": p_g, "article": None, "article_range": p_ref["grad_norm_first_layer_range"],
-         "criterion": "within the article's range", "reproduced": within(p_g, p_ref["grad_norm_first_layer_range"])},
-        {"finding": "residual-26's step-1 gradient", "measure": "median first-conv norm, residual",
-         "ours": r_g, "article": None, "article_range": r_ref["grad_norm_first_layer_range"],
-         "criterion": "within the article's range", "reproduced": within(r_g, r_ref["grad_norm_first_layer_range"])},
-    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -168,7 +168,7 @@ def variant_tree(base: dict, variant: str) -> dict:
         name, _, value = term.strip().partition(":")
         if name == "plain":
             name = "none"
-        if name in spec_mod.UNITS:
+        if name in spec_mod.UNITS + spec_mod.VIT_UNITS:
             spec_mod.set_dotted(tree, "model.unit", name)
             target = None
         elif name in spec_mod.SHORTCUTS:
@@ -176,7 +176,7 @@ def variant_tree(base: dict, variant: str) -> dict:
             target = {"scale": "shortcut_scale", "exclusive_gate": "gate_bias", "shortcut_gate": "gate_bias",
                       "highway": "gate_bias", "dropout": "dropout"}.get(name)
         else:
-            valid = ", ".join(("plain",) + spec_mod.UNITS + spec_mod.SHORTCUTS)
+            valid = ", ".join(("plain",) + spec_mod.UNITS + spec_mod.VIT_UNITS + spec_mod.SHORTCUTS)
             raise UserError(f"--variant {variant}: unknown name '{name}'; valid: {valid} "
                             "(with :value for scale, gates and dropout; join with +)")
         if value:

@@ -136,7 +136,7 @@ class DataSpec(_Section):
 class OptimSpec(_Section):
     """The papers' CIFAR recipe by default (He 2016a sec. 4.2, He 2016b sec. 4)."""
 
-    optimizer: Literal["sgd"] = "sgd"
+    optimizer: Literal["sgd", "adamw"] = "sgd"  # adamw: Transformers' usual (betas 0.9/0.999; no momentum)
     lr: Annotated[float, Field(gt=0.0)] = 0.1
     momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.9
     nesterov: bool = False

@@ -250,3 +250,23 @@ def test_resolution_fills_image_size_and_final_norm():
     s = vit_spec(data={"dataset": "fashion_mnist"}, patch=4)
     assert s.model.image_size == 28
     assert count_params(build_model(s.model, 1, 10)) == hand_count(1, 28, 4, 8, 2, 32, 10)
+
+
+def test_adamw_first_step_moves_every_weight_by_lr():
+    """Kingma & Ba 2015: with bias correction, Adam's first step is lr * g / (|g| + eps), i.e. lr
+    times the sign of the gradient for every entry whose gradient is well above eps."""
+    from resnet_cli.train import Trainer
+
+    tree = {"model": TINY, "data": {"dataset": "digits", "train_subset": 64, "test_subset": 10},
+            "optim": {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.0, "iters": 1, "milestones": [],
+                      "batch_size": 64, "warmup_iters": 0},
+            "train": {"checkpoint_every": 0, "eval_every": "end"}}
+    t = Trainer(S.resolve(S.validate(tree)))
+    before = t.model.units[0].branch.qkv.weight.detach().clone()
+    grads = {}
+    t.model.units[0].branch.qkv.weight.register_hook(lambda g: grads.setdefault("g", g.clone()))
+    t.run()
+    step = t.model.units[0].branch.qkv.weight.detach() - before
+    big = grads["g"].abs() > 1e-5
+    assert big.sum() > 100
+    torch.testing.assert_close(step[big], -1e-3 * grads["g"][big].sign(), atol=2e-6, rtol=0)

@@ -34,13 +34,16 @@ lint: $(STAMP)
 
 # Every measured table in docs/ is written by tools/docs_tables.py from the commands' --json output
 # (between <!-- generated: NAME --> markers), with the machine and wall time beside it.
-.PHONY: docs docs-studies
+.PHONY: docs docs-studies docs-fashion
 
 docs: $(STAMP)  ## the quick tables and figures: digits runs, degrade, gradnorm, plot, lesion, landscape (minutes)
 	$(BIN)/python tools/docs_tables.py quick
 
 docs-studies: $(STAMP)  ## the five quick ablation studies and the benchmarks (an hour or more on 2 cores)
 	$(BIN)/python tools/docs_tables.py studies
+
+docs-fashion: $(STAMP)  ## He 2016a Fig. 1/6 on Fashion-MNIST, with its lesions and landscapes (about 90 minutes on 2 cores; needs the data)
+	$(BIN)/python tools/docs_tables.py fashion
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache gpu-check.json gpu-check.junit.xml

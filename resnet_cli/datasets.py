@@ -29,3 +29,29 @@ AUTO_AUGMENT: dict[str, tuple[str, int]] = {
     "cifar10": ("crop_flip", 4), "cifar100": ("crop_flip", 4), "imagenet": ("crop_flip", 4),
     "fashion_mnist": ("crop_flip", 2), "mnist": ("crop", 2), "kmnist": ("crop", 2),
 }
+
+# Class names by label index, as the datasets' own documentation lists them (CIFAR-10's
+# batches.meta, Fashion-MNIST's and Kuzushiji-MNIST's READMEs; KMNIST's hiragana romanised).
+# CIFAR-100's 100 names are read from its `meta` file; synthetic classes and image folders are
+# named by their index and their folder names.
+_DIGITS = tuple(str(i) for i in range(10))
+CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    "digits": _DIGITS, "mnist": _DIGITS,
+    "cifar10": ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"),
+    "fashion_mnist": ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+                      "Ankle boot"),
+    "kmnist": ("o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"),
+}
+
+# How a dataset's files become the tensors its nets read, before `mean`/`std` (data.Data): what a
+# user of an exported net must do to an image to classify it.
+PIXELS: dict[str, str] = {
+    "digits": "scikit-learn's load_digits().images (8x8 grey, 0..16) divided by 16; no mean/std",
+    "synthetic": "the synthetic task's float images (data.synthetic), as generated",
+    "cifar10": "32x32 RGB uint8 pixels divided by 255",
+    "cifar100": "32x32 RGB uint8 pixels divided by 255",
+    "mnist": "28x28 grey uint8 pixels divided by 255",
+    "fashion_mnist": "28x28 grey uint8 pixels divided by 255",
+    "kmnist": "28x28 grey uint8 pixels divided by 255",
+    "imagenet": "RGB, shorter side resized to image_size*256/224, centre crop image_size, divided by 255",
+}

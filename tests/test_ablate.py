@@ -70,6 +70,20 @@ def test_shipped_studies_resolve(name, preset):
         assert all(r.spec.optim.epochs and r.spec.optim.warmup_iters < r.spec.optim.epochs * 23 for r in plan.rows)
 
 
+@pytest.mark.parametrize("name", ["shortcut", "activation", "depth"])
+def test_fashion_presets_keep_the_rows_and_change_only_the_budget(name):
+    paper, fashion = study_mod.plan(name, "paper"), study_mod.plan(name, "fashion")
+    kept = [r.label for r in paper.rows if r.spec.data.dataset == "cifar10"]  # CIFAR-100 rows stay paper-only
+    assert [r.label for r in fashion.rows] == kept
+    for p_row, f_row in zip([r for r in paper.rows if r.label in kept], fashion.rows):
+        pm, fm = p_row.spec.model, f_row.spec.model
+        assert (fm.depth, fm.unit, fm.block, fm.downsample, fm.shortcut) == (pm.depth, pm.unit, pm.block, pm.downsample, pm.shortcut)
+        f = f_row.spec
+        assert f.data.dataset == "fashion_mnist" and f.data.train_subset == 10000 and f.data.test_subset is None
+        # 10k images at batch 128: 79 iterations an epoch; the warm-up must end well inside the run.
+        assert f.optim.warmup_iters < 0.1 * f.optim.epochs * 79
+
+
 def test_shortcut_study_has_every_row_of_table_1():
     rows = {r.label: r for r in study_mod.plan("shortcut").rows}
     kinds = [(r.spec.model.shortcut.kind, r.spec.model.shortcut.gate_bias) for r in rows.values()]
@@ -314,3 +328,17 @@ def test_a_run_that_cannot_start_stops_the_sweep_in_one_line(in_tmp, tiny):
     assert "Traceback" not in r.stderr and lines[-1].startswith("resnet: error: run 1:0")
     assert "CIFAR-10 not found" in lines[-1]
     assert not (in_tmp / "res" / "01-identity-s1").exists()
+
+
+def test_threads_reach_every_run_and_finished_runs_are_still_reused(in_tmp, tiny):
+    # Two workers would get one core each on this 2-core machine, and tests run torch with one
+    # thread: 3 threads per run is what only the flag can give.
+    r = invoke("ablate", str(tiny), "--out", "res", "--jobs", 2, "--threads", 3, "--json")
+    assert r.exit_code == 0, r.stderr
+    metas = sorted((in_tmp / "res").glob("*/meta.json"))
+    assert len(metas) == 4
+    # What torch itself reported inside each run, not the flag echoed back.
+    assert all(json.loads(m.read_text())["threads"] == 3 for m in metas)
+    again = invoke("ablate", str(tiny), "--out", "res", "--threads", 1, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert "0 run(s) trained, 4 already finished" in again.stderr

@@ -2,6 +2,7 @@
 
     python tools/docs_tables.py quick      # `make docs`: digits runs, degrade, gradnorm, plot, lesion, landscape
     python tools/docs_tables.py studies    # `make docs-studies`: the five quick ablation studies, the benchmarks
+    python tools/docs_tables.py fashion    # `make docs-fashion`: He 2016a Fig. 1/6 on Fashion-MNIST, its lesions and landscapes
     python tools/docs_tables.py usage      # only the `--help` texts (seconds)
     python tools/docs_tables.py render     # re-render every section from the JSON saved by earlier runs
 
@@ -52,6 +53,10 @@ class Job:
     json_lines: bool = True               # False: keep stdout as text (`--help`)
 
 
+def _fashion_run(net: str, depth: int) -> str:
+    return f"{FASHION}/runs/{net}-{depth}-seed0"
+
+
 def _run_dir(net: str, seed: int) -> str:
     return f"runs/docs/{net}-s{seed}"
 
@@ -72,6 +77,10 @@ STUDIES = ("shortcut", "activation", "projection", "depth", "zero-init")
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
+# Fashion-MNIST (`make docs-fashion`, about an hour on 2 cores): He 2016a Fig. 1/6 on real images,
+# then Li et al.'s landscapes and Veit et al.'s lesions on the grid's own run directories (seed 0).
+FASHION = "runs/docs/degrade-fashion"
+FASHION_LANDSCAPES = {"56-1d": (56, 1, 41), "56-2d": (56, 2, 11), "20-1d": (20, 1, 41), "20-2d": (20, 2, 11)}
 BENCH_TRAIN = {"20": ("cifar/resnet20",), "56": ("cifar/resnet56", "--steps", "10"), "110": ("cifar/resnet110",)}
 
 
@@ -101,6 +110,17 @@ def _jobs() -> dict[str, Job]:
         jobs.append(Job(f"landscape-{key}", ("landscape", _run_dir(f"residual{depth}", 0), _run_dir(f"plain{depth}", 0),
                                               "--dims", str(dims), "--range", "-1", "1", "--points", str(points),
                                               "--out", f"docs/figures/landscape-digits-{key}.png", "--json")))
+    # Not fresh: a rerun reuses the grid's finished runs (their resolved specs match), so the
+    # landscapes below can be redrawn without training again.
+    jobs.append(Job("degrade-fashion", ("degrade", "degrade/fashion-fig1", "--out", FASHION, "--json")))
+    jobs.append(Job("lesion-fashion-56", ("lesion", _fashion_run("residual", 56), "--compare", _fashion_run("plain", 56),
+                                          "--max-k", "4", "--draws", "4",  # 17 passes over the 10k test images a net
+                                          "--out", "docs/figures/lesion-fashion-56.png", "--json")))
+    for key, (depth, dims, points) in FASHION_LANDSCAPES.items():
+        jobs.append(Job(f"landscape-fashion-{key}", (
+            "landscape", _fashion_run("residual", depth), _fashion_run("plain", depth), "--dims", str(dims),
+            "--range", "-1", "1", "--points", str(points), "--samples", "1000",
+            "--out", f"docs/figures/landscape-fashion-{key}.png", "--json")))
     for study in STUDIES:
         out = f"runs/docs/ablate/{study}"
         jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--out", out,
@@ -236,6 +256,17 @@ def _sections() -> list[Section]:
                 lambda o: R.landscape_table([r for k in LANDSCAPES for r in o[f"landscape-{k}"]]),
                 commands="`resnet landscape runs/docs/residualD-s0 runs/docs/plainD-s0 --dims N --range -1 1 --points P "
                          "--out docs/figures/landscape-digits-D-Nd.png --json` for the four grids in the table"),
+        Section("degrade-fashion", "degrade.md", ("degrade-fashion",),
+                lambda o: R.degrade_table(o["degrade-fashion"]) + R.he2016a_table(*_fashion_result()),
+                target="docs-fashion", copies=((f"{FASHION}/degrade.png", "docs/figures/degrade-fashion.png"),)),
+        Section("lesion-fashion", "lesion.md", ("lesion-fashion-56",),
+                lambda o: R.lesion_summary_table([(0, o["lesion-fashion-56"])]), target="docs-fashion"),
+        Section("landscape-fashion", "landscape.md", tuple(f"landscape-fashion-{k}" for k in FASHION_LANDSCAPES),
+                lambda o: R.landscape_table([r for k in FASHION_LANDSCAPES for r in o[f"landscape-fashion-{k}"]]),
+                target="docs-fashion",
+                commands=f"`resnet landscape {FASHION}/runs/residual-D-seed0 {FASHION}/runs/plain-D-seed0 --dims N "
+                         "--range -1 1 --points P --samples 1000 --out docs/figures/landscape-fashion-D-Nd.png --json` "
+                         "for the four grids in the table"),
         Section("ablate-times", "ablate.md", tuple(f"ablate-{s}" for s in STUDIES),
                 lambda o: R.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
                 target="docs-studies"),
@@ -270,6 +301,16 @@ def _degrade_findings() -> list[dict[str, Any]] | None:
     """The article's findings, checked by `resnet degrade` and kept in its degrade.json (not in --json)."""
     path = WORK / "degrade" / "degrade.json"
     return json.loads(path.read_text(encoding="utf-8")).get("findings") if path.exists() else None
+
+
+def _fashion_result() -> tuple[list[dict[str, Any]] | None, float | None]:
+    """He 2016a's comparisons and the summed training time, from the Fashion-MNIST grid's degrade.json
+    (the job's own wall time is only the rerun's, which reuses finished runs)."""
+    path = ROOT / FASHION / "degrade.json"
+    if not path.exists():
+        return None, None
+    result = json.loads(path.read_text(encoding="utf-8"))
+    return result.get("he2016a"), result.get("train_wall_s")
 
 
 SECTIONS = _sections()
@@ -319,9 +360,9 @@ def render_section(section: Section) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    modes = {"quick": "docs", "studies": "docs-studies", "usage": "usage"}
+    modes = {"quick": "docs", "studies": "docs-studies", "fashion": "docs-fashion", "usage": "usage"}
     if len(argv) != 1 or argv[0] not in (*modes, "render"):
-        print("usage: python tools/docs_tables.py quick|studies|usage|render", file=sys.stderr)
+        print("usage: python tools/docs_tables.py quick|studies|fashion|usage|render", file=sys.stderr)
         return 2
     wanted = [s for s in SECTIONS if argv[0] == "render" or s.target == modes[argv[0]]]
     if argv[0] == "quick":  # the quick pages also show each command's current usage

@@ -102,6 +102,23 @@ def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] 
     return text
 
 
+def he2016a_table(comparisons: list[dict[str, Any]] | None, train_wall_s: float | None = None) -> str:
+    """He 2016a's degradation comparisons from degrade.json, and the runs' own training time."""
+    if not comparisons:
+        return ""
+    def verdict(c: dict[str, Any]) -> str:
+        if c["reproduced"]:
+            return "yes"
+        return "**no**" if c["expected"] else "not at this budget"
+    text = "\n" + md_table(
+        ["He 2016a's comparison", "source", "ours: median training error %", "reproduced"],
+        [(c["finding"], c["source"], f"{fixed(c['ours'][0])} against {fixed(c['ours'][1])}", verdict(c))
+         for c in comparisons])
+    if train_wall_s is not None:
+        text += f"\nTraining time, every run's own wall time summed: {duration(train_wall_s)}.\n"
+    return text
+
+
 # --- resnet gradnorm ---------------------------------------------------------------------------
 
 def gradnorm_table(records: list[dict[str, Any]]) -> str:

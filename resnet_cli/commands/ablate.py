@@ -41,6 +41,9 @@ def ablate(
     list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU "
                                                        "parallel) and exit.")] = False,
     only: Annotated[Optional[str], typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", min=0, help="CPU threads per run (run.threads; default: the cores split between the "
+                                 "--jobs workers).")] = None,
     figure: Figure = None,
     set_: common.Set = None,
     json_: common.Json = False,
@@ -50,7 +53,8 @@ def ablate(
     from .. import output
     from ..experiments import study as study_mod
 
-    sets = list(set_ or [])
+    # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
+    sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=_seeds(seeds))
     if list_:
         from ..errors import PipeClosed

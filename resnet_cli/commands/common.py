@@ -28,6 +28,8 @@ Threads = Annotated[Optional[int], typer.Option("--threads", min=0, help="run.th
 RunThreads = Annotated[Optional[int], typer.Option("--threads", min=0, help="CPU threads (default: the run's run.threads; 0: torch's default).")]
 Out = Annotated[Optional[str], typer.Option("--out", help="run.out: the run directory.")]
 Set = Annotated[Optional[list[str]], typer.Option("--set", help="Any spec field: --set optim.weight_decay=5e-4 (repeatable).")]
+# Commands that read a trained run: only the data keys that keep its splits and normalisation.
+DataSet = Annotated[Optional[list[str]], typer.Option("--set", help="The run's data read from elsewhere: data.dir, data.download, data.test_subset, data.workers or data.image_size (repeatable).")]
 Json = Annotated[bool, typer.Option("--json", help="JSON lines on stdout (automatic when stdout is not a terminal).")]
 
 

@@ -24,13 +24,16 @@ class _CifarFormat(NamedTuple):
     num_classes: int
     archive: str
     torchvision_class: str
+    meta_file: str  # the class names: label_names / fine_label_names
+    names_key: str
 
 
 _CIFAR = {
     "cifar10": _CifarFormat("CIFAR-10", "cifar-10-batches-py", tuple(f"data_batch_{i}" for i in range(1, 6)),
-                            ("test_batch",), "labels", 10, "cifar-10-python.tar.gz", "CIFAR10"),
+                            ("test_batch",), "labels", 10, "cifar-10-python.tar.gz", "CIFAR10",
+                            "batches.meta", "label_names"),
     "cifar100": _CifarFormat("CIFAR-100", "cifar-100-python", ("train",), ("test",), "fine_labels", 100,
-                             "cifar-100-python.tar.gz", "CIFAR100"),
+                             "cifar-100-python.tar.gz", "CIFAR100", "meta", "fine_label_names"),
 }
 
 
@@ -47,7 +50,19 @@ def read(spec) -> Raw:
             raise UserError(f"{fmt.title} was downloaded into {base} but its batches are missing: {_cifar_hint(fmt)}")
     train = _read_batches(folder, fmt.train_files, fmt)
     test = _read_batches(folder, fmt.test_files, fmt)
-    return Raw(train, test, fmt.num_classes, normalise=True)
+    return Raw(train, test, fmt.num_classes, normalise=True, classes=_class_names(folder, fmt))
+
+
+def _class_names(folder: Path, fmt: _CifarFormat) -> tuple[str, ...] | None:
+    """The names in the archive's meta file; None (names by index) when it is absent or unreadable:
+    the names label results, the images and labels alone define the task."""
+    try:
+        with open(folder / fmt.meta_file, "rb") as f:
+            names = _field(_ArrayUnpickler(f, encoding="bytes").load(), fmt.names_key)
+        names = tuple(n.decode() if isinstance(n, bytes) else str(n) for n in names)
+    except Exception:  # noqa: BLE001 - missing or foreign meta file: fall back to indices
+        return None
+    return names if len(names) == fmt.num_classes else None
 
 
 def _cifar_hint(fmt: _CifarFormat) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from ..datasets import CLASS_NAMES
 from . import cifar, digits, folders, mnist, synthetic
 from .batches import Batches, eval_batches
-from .folders import FolderBatches, FolderData
+from .folders import IMAGENET_MEAN, IMAGENET_STD, FolderBatches, FolderData
 from .splits import Split, normalise_in_place, positions, take
 
 SPLITS = ("train", "val", "test")
@@ -25,23 +26,32 @@ class Data:
     in_channels: int
     image_size: int
     folder: FolderData | None = None  # set for imagenet folders only
+    classes: list[str] = field(default_factory=list)  # one name per class index
+    # The per-channel normalisation applied after scaling pixels to [0, 1]; None: inputs as read
+    # (digits keep the "Residual Connection" article's pixel/16). Exported nets need it beside them.
+    mean: list[float] | None = None
+    std: list[float] | None = None
 
 
 def load(spec) -> Data:
     """Read, split and normalise the dataset a `DataSpec` names (CPU tensors)."""
     if spec.dataset == "imagenet":
         folder = folders.read(spec)
-        return Data("imagenet", None, None, None, len(folder.classes), 3, spec.image_size, folder=folder)
+        return Data("imagenet", None, None, None, len(folder.classes), 3, spec.image_size, folder=folder,
+                    classes=list(folder.classes), mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD))
     readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read,
                "mnist": mnist.read, "fashion_mnist": mnist.read, "kmnist": mnist.read}
     raw = readers[spec.dataset](spec)
     train_pos, val_pos, test_pos = positions(raw.train.y.numpy(), raw.test.y.numpy(), spec)
     train, test = take(raw.train, train_pos), take(raw.test, test_pos)
     val = take(raw.train, val_pos) if len(val_pos) else None
+    mean = std = None
     if raw.normalise:
-        normalise_in_place(train, [s for s in (train, val, test) if s is not None])
+        mean, std = normalise_in_place(train, [s for s in (train, val, test) if s is not None])
     _, channels, size, _ = train.x.shape
-    return Data(spec.dataset, train, test, val, raw.num_classes, channels, size)
+    names = raw.classes or CLASS_NAMES.get(spec.dataset) or tuple(str(i) for i in range(raw.num_classes))
+    return Data(spec.dataset, train, test, val, raw.num_classes, channels, size, classes=list(names),
+                mean=mean, std=std)
 
 
 def num_examples(data: Data, split_name: str) -> int:

@@ -20,8 +20,8 @@ from .splits import cache_dir, positions, reason
 
 # ImageNet training-set statistics (the usual constants); scanning 1.28M JPEGs for them at every
 # start would cost minutes and give the same numbers.
-_IMAGENET_MEAN = (0.485, 0.456, 0.406)
-_IMAGENET_STD = (0.229, 0.224, 0.225)
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def read(spec) -> FolderData:
@@ -78,7 +78,7 @@ def _folder_transform(image_size: int, augment: str):
     else:
         view = [T.Resize(int(image_size * 256 / 224)), T.CenterCrop(image_size)]
     flip = [T.RandomHorizontalFlip()] if "flip" in augment else []
-    return T.Compose([*view, *flip, T.ToTensor(), T.Normalize(_IMAGENET_MEAN, _IMAGENET_STD)])
+    return T.Compose([*view, *flip, T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
 class _FolderDataset(torch.utils.data.Dataset):

@@ -43,6 +43,7 @@ class Raw(NamedTuple):
     test: Split
     num_classes: int
     normalise: bool  # digits keep the article's pixel/16 inputs
+    classes: tuple[str, ...] | None = None  # class names read with the data (CIFAR-100's meta file)
 
 
 def positions(train_labels: np.ndarray, test_labels: np.ndarray, spec) -> tuple[np.ndarray, ...]:
@@ -52,13 +53,16 @@ def positions(train_labels: np.ndarray, test_labels: np.ndarray, spec) -> tuple[
     return train_pos, val_pos, _subset(test_labels, spec.test_subset, "test")
 
 
-def normalise_in_place(train: Split, splits: list[Split]) -> None:
+def normalise_in_place(train: Split, splits: list[Split]) -> tuple[list[float], list[float]]:
+    """Scale uint8 pixels to [0, 1], then subtract the training images' per-channel mean and divide
+    by their std; returns (mean, std), which a user of an exported net needs to feed it."""
     for split in splits:
         split.x = _as_float(split.x)
     mean, std = _channel_stats(train.x)
     for split in splits:
         # In place: every tensor here belongs to this load, and CIFAR's float copy is 600 MB.
         split.x.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1))
+    return mean.tolist(), std.tolist()
 
 
 def take(split: Split, positions: np.ndarray) -> Split:

@@ -9,6 +9,7 @@ the spec) is one `UserError` line, exit code 2.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,12 @@ import torch
 
 from ..errors import UserError
 from ..rundir import CHECKPOINT, SPEC, RunDir
-from ..spec import Spec, resolve, validate
+from ..spec import Spec, parse_set, resolve, set_dotted, validate
+
+# What an analysis may change in a trained run's data section: where the files are, whether to
+# fetch them, how much of the test split to read. Everything else (splits, subsets of the training
+# images, synthetic parameters) would change which images set the normalisation the net was trained with.
+DATA_FREE = ("data.dir", "data.download", "data.test_subset", "data.workers", "data.image_size")
 
 
 @dataclass
@@ -27,6 +33,7 @@ class Trained:
     model: torch.nn.Module  # eval mode, on `device`
     data: Any  # data.Data
     device: torch.device
+    iteration: int | None = None  # the checkpoint's training iteration
 
     @property
     def residual(self) -> bool:
@@ -61,9 +68,17 @@ def check_dir(path: str | Path) -> Path:
     return p
 
 
-def load_spec(path: str | Path) -> Spec:
+def load_spec(path: str | Path, data_sets: Sequence[str] = ()) -> Spec:
+    """The run's resolved spec; `data_sets`: `--set data.KEY=VALUE` items among DATA_FREE (to read
+    the same data from elsewhere), validated as the spec's own fields are."""
     p = check_dir(path)
     tree = RunDir(p).spec_tree()
+    for item in data_sets:
+        key, value = parse_set(item)
+        if key not in DATA_FREE:
+            raise UserError(f"--set {key}: a trained run keeps its data splits and normalisation; "
+                            f"only {', '.join(DATA_FREE)} may change")
+        set_dotted(tree, key, value)
     return resolve(validate(tree, str(p / SPEC)))
 
 
@@ -78,15 +93,16 @@ def pick_device(name: str) -> torch.device:
         raise UserError(f"--device {name}: not a device; use auto, cpu, cuda or cuda:N") from None
 
 
-def load_run(path: str | Path, device: str | torch.device = "cpu") -> Trained:
+def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Sequence[str] = ()) -> Trained:
     """Spec -> model -> checkpoint weights (strict) -> data. The model comes back in eval mode:
-    every analysis here evaluates with BN's running statistics, as at test time."""
+    every analysis here evaluates with BN's running statistics, as at test time. `data_sets`: see
+    `load_spec`."""
     from .. import checkpoint as ckpt
     from .. import data as data_mod
     from ..model import build_model
 
     p = check_dir(path)
-    spec = load_spec(p)
+    spec = load_spec(p, data_sets)
     if not (p / CHECKPOINT).is_file():
         raise UserError(f"{p}: no {CHECKPOINT} (the run has not finished an epoch yet, or it was removed)")
     dev = device if isinstance(device, torch.device) else pick_device(device)
@@ -103,7 +119,9 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> Trained:
                         f"{str(exc).splitlines()[0][:160]}") from None
     model.to(dev).eval()
     runtime_for(dev)  # fp32 without TF32 on CUDA for every analysis of the run (landscape, responses, lesion)
-    return Trained(path=p, spec=spec, model=model, data=loaded, device=dev)
+    progress = state.get("progress")
+    iteration = progress.get("iteration") if isinstance(progress, dict) else None
+    return Trained(path=p, spec=spec, model=model, data=loaded, device=dev, iteration=iteration)
 
 
 def runtime_for(device: torch.device):

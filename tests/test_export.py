@@ -1,0 +1,135 @@
+"""`resnet export`: each format read back here the way its users read it (torch.jit.load,
+onnxruntime, build_model + a state dict) gives the trained net's logits; the files beside it let a
+user preprocess images; missing packages and bad input are one line."""
+
+import importlib.util
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from resnet_cli import spec as S
+from resnet_cli.cli import app
+from resnet_cli.data import synthetic
+from resnet_cli.experiments import export as EX
+from resnet_cli.experiments.trained import load_run
+from resnet_cli.model import build_model
+
+HAS_ONNX = all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript", "onnxruntime"))
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def reader(fmt, path):
+    """Load an export with the format's own tools, not the package's loaders."""
+    if fmt == "torchscript":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch 2.14 deprecates torch.jit; it still loads
+            return torch.jit.load(str(path))
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return lambda x: torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
+    info = json.loads(path.with_name(path.name + ".json").read_text())
+    spec = S.build(str(path.with_name(path.name + ".spec.yaml")))
+    model = build_model(spec.model, info["input"]["input_shape"][0], info["num_classes"])
+    model.load_state_dict(torch.load(path, weights_only=True))
+    return model.eval()
+
+
+FORMATS = ["torchscript", "state_dict",
+           pytest.param("onnx", marks=pytest.mark.skipif(not HAS_ONNX, reason="onnx, onnxscript, onnxruntime "
+                                                                            "not installed (resnet-cli[onnx])"))]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_export_round_trip_gives_the_trained_nets_logits(residual8_run, tmp_path, fmt):
+    before = sorted(p.name for p in residual8_run.iterdir())
+    path = tmp_path / f"model.{fmt}"
+    r = invoke("export", residual8_run, "--format", fmt, "--out", path, "--json")
+    assert r.exit_code == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["event"] == "export" and report["check"]["max_abs_diff"] <= 1e-5
+    run = load_run(residual8_run)  # the trained net, eval mode
+    x = run.data.test.x[:7]  # a batch size the export never saw
+    with torch.no_grad():
+        got = torch.as_tensor(reader(fmt, path)(x))
+        want = run.model(x)
+    assert got.shape == (7, 10) and (got - want).abs().max().item() <= 1e-5
+    info = json.loads(path.with_name(path.name + ".json").read_text())
+    assert info["classes"] == [str(i) for i in range(10)] and info["input"]["input_shape"] == [1, 8, 8]
+    assert path.with_name(path.name + ".spec.yaml").read_text() == (residual8_run / "spec.yaml").read_text()
+    assert sorted(p.name for p in residual8_run.iterdir()) == before
+
+
+def test_the_preprocessing_beside_the_export_turns_raw_images_into_the_nets_inputs(in_tmp):
+    """Synthetic images are normalised with the training images' mean/std: the JSON's figures, applied
+    to the raw images by hand, must give exactly what the trained net was fed."""
+    t = invoke("train", "cifar/resnet20", "--dataset", "synthetic", "--iters", "2", "--batch-size", "16",
+               "--set", "model.widths=[4,4,4]", "--set", "data.synthetic.train_size=64",
+               "--set", "data.synthetic.test_size=16", "--set", "data.synthetic.image_size=16", "--out", "syn")
+    assert t.exit_code == 0, t.stderr
+    r = invoke("export", "syn", "--format", "state_dict", "--out", "syn.sd")
+    assert r.exit_code == 0, r.stderr
+    pre = json.loads((in_tmp / "syn.sd.json").read_text())["input"]
+    run = load_run("syn")
+    raw = synthetic.read(run.spec.data).test.x  # (16, 3, 16, 16), before normalisation
+    mean, std = torch.tensor(pre["mean"]).view(1, 3, 1, 1), torch.tensor(pre["std"]).view(1, 3, 1, 1)
+    assert pre["input_shape"] == [3, 16, 16] and "x = (pixels - mean[c]) / std[c]" in pre["formula"]
+    torch.testing.assert_close((raw - mean) / std, run.data.test.x, rtol=1e-5, atol=1e-5)
+    train_raw = synthetic.read(run.spec.data).train.x
+    np.testing.assert_allclose(pre["std"], train_raw.std(dim=(0, 2, 3), unbiased=False).numpy(), rtol=1e-5)
+
+
+def test_a_failed_check_keeps_nothing(residual8_run, tmp_path, monkeypatch):
+    honest = EX.LOADERS["torchscript"]
+    monkeypatch.setitem(EX.LOADERS, "torchscript", lambda *a: (lambda x: honest(*a)(x) + 1e-3))
+    r = invoke("export", residual8_run, "--out", tmp_path / "m.pt")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "differ from the trained net's by 0.001" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("missing", ["onnx", "onnxscript"])
+def test_missing_onnx_packages_are_one_line_naming_the_extra(residual8_run, tmp_path, monkeypatch, missing):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == missing else real(name, *a))
+    r = invoke("export", residual8_run, "--format", "onnx", "--out", tmp_path / "m.onnx")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"needs {missing}" in r.stderr and "pip install 'resnet-cli[onnx]'" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not HAS_ONNX, reason="onnx and onnxscript not installed (resnet-cli[onnx])")
+def test_onnx_is_checked_with_onnxs_reference_evaluator_without_onnxruntime(residual8_run, tmp_path, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    r = invoke("export", residual8_run, "--format", "onnx", "--out", tmp_path / "m.onnx", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["check"]["max_abs_diff"] <= 1e-5
+
+
+@pytest.fixture
+def taken(tmp_path):
+    (tmp_path / "m.pt").write_text("someone's file")
+    (tmp_path / "dir.pt").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, says", [
+    (["{tmp}/nowhere"], "no such run directory"),
+    (["{run}", "--format", "tflite"], "--format tflite: not an export format; use torchscript, onnx, state_dict"),
+    (["{run}", "--out", "{tmp}/m.pt"], "m.pt exists; pass --force"),
+    (["{run}", "--out", "{tmp}/dir.pt", "--force"], "is a directory"),
+])
+def test_bad_input_is_one_line_and_exit_2(residual8_run, taken, args, says):
+    r = invoke("export", *[a.format(run=residual8_run, tmp=taken) for a in args])
+    assert r.exit_code == 2 and r.stderr.startswith("resnet: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert says in r.stderr and r.stdout == ""
+    assert (taken / "m.pt").read_text() == "someone's file"

@@ -14,6 +14,9 @@ DATASET_SHAPES = {
     "digits": (1, 10), "cifar10": (3, 10), "cifar100": (3, 100), "imagenet": (3, 1000),
     "mnist": (1, 10), "fashion_mnist": (1, 10), "kmnist": (1, 10),
 }
+# The side of each dataset's square images (a ViT's patch must divide it); synthetic and ImageNet
+# folders set theirs in the spec.
+IMAGE_SIDES = {"digits": 8, "cifar10": 32, "cifar100": 32, "mnist": 28, "fashion_mnist": 28, "kmnist": 28}
 
 # `data.augment: auto` and `data.pad: auto`, per dataset: (mode, pad). He 2016a sec. 4.2 pads
 # CIFAR's 32x32 images by 4 and crops and flips. The MNIST family's 28x28 images take pad 2 (the

@@ -50,6 +50,8 @@ def resolve_block(model) -> str:
     """The papers' block for a depth when the spec leaves it open."""
     if model.block is not None:
         return model.block
+    if model.family == "vit":  # no conv blocks: its units are attention and MLP (vit_layout.py)
+        return None
     if model.family == "imagenet":
         return IMAGENET_LAYOUTS.get(model.depth, ("basic", ()))[0]
     if model.family == "digits":
@@ -66,6 +68,8 @@ def units_per_stage(model) -> tuple[int, ...]:
         return IMAGENET_LAYOUTS[model.depth][1]
     if model.family == "digits":
         return ((model.depth - 2) // 2,)
+    if model.family == "vit":  # one stage at one width: depth blocks of two units (attention, MLP)
+        return (2 * model.depth,)
     per_unit = 3 if resolve_block(model) == "bottleneck" else 2
     return ((model.depth - 2) // (3 * per_unit),) * 3
 
@@ -77,7 +81,7 @@ def resolve_downsample(model) -> str:
     it for pre-activation ResNet-110); B for CIFAR bottleneck nets (He 2016b: 164 and 1001 project
     where shapes change, `resnet-pre-act.lua` in the authors' resnet-1k-layers code) and for
     ImageNet (He 2016a sec. 4.1). So `--depth 1001 --preact` is the authors' ResNet-1001."""
-    if model.downsample is not None:
+    if model.downsample is not None or model.family == "vit":  # a vit never changes shape
         return model.downsample
     if model.family == "imagenet" or resolve_block(model) == "bottleneck":
         return "B"

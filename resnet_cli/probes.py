@@ -17,7 +17,7 @@ class Layer:
     module: nn.Module
     index: int  # 1-based position along the main path (stem conv = 1 ... fc = depth)
     path: str  # "main" (stem, branch convs, fc) or "shortcut" (projections, gates)
-    label: str  # short, for tables: "stem", "unit3.conv1", "unit3.skip", "unit3.gate", "fc"
+    label: str  # short, for tables: "stem", "unit3.conv1", "unit3.skip", "unit3.gate", "fc"; ViT: "block2.mlp.fc1"
 
 
 def weight_layers(model: nn.Module) -> list[Layer]:
@@ -26,6 +26,7 @@ def weight_layers(model: nn.Module) -> list[Layer]:
     out: list[Layer] = []
     index = 0
     convs_in_unit: dict[str, int] = {}
+    names = unit_labels(model) if hasattr(model, "units") else []
     for name, module in model.named_modules():
         if not isinstance(module, (nn.Conv2d, nn.Linear)):
             continue
@@ -34,9 +35,11 @@ def weight_layers(model: nn.Module) -> list[Layer]:
         if not side:
             index += 1
         if parts[0] == "units" and len(parts) > 2:
-            unit = f"unit{parts[1]}"
+            unit = names[int(parts[1])]
             if side:
                 label = f"{unit}.{'skip' if 'skip' in parts else 'gate'}"
+            elif isinstance(module, nn.Linear):  # a token net's layers by their names: qkv, proj, fc1, fc2
+                label = f"{unit}.{parts[-1]}"
             else:
                 convs_in_unit[unit] = convs_in_unit.get(unit, 0) + 1
                 label = f"{unit}.conv{convs_in_unit[unit]}"
@@ -44,6 +47,12 @@ def weight_layers(model: nn.Module) -> list[Layer]:
             label = parts[0]
         out.append(Layer(name, module, index, "shortcut" if side else "main", label))
     return out
+
+
+def unit_labels(model: nn.Module) -> list[str]:
+    """How tables and figures name each residual unit, the one place for every family: a unit's own
+    `label` where its builder gave one (ViT: "block3.attn", "block3.mlp"), else "unit<i>" (0-based)."""
+    return [getattr(u, "label", f"unit{i}") for i, u in enumerate(unit_list(model))]
 
 
 def unit_list(model: nn.Module) -> list[nn.Module]:

@@ -24,17 +24,21 @@ from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and frien
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, resolve_warmup,
     units_per_stage,
 )
+<<<<<<< HEAD
 from .spec_checks import check_length
+=======
+from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
+>>>>>>> issue-vit
 
 # ---------------------------------------------------------------------------------------------
 # Names. Each tuple is the set of valid values; model/ registers one class per name.
 UNITS = ("original", "bn_after_add", "relu_before_add", "relu_preact", "full_preact")  # He 2016b Table 2
 SHORTCUTS = (
-    "identity", "none", "scale", "exclusive_gate", "shortcut_gate", "conv1x1", "dropout", "highway",
-)  # He 2016b Table 1 and Srivastava et al. 2015
-FAMILIES = ("cifar", "imagenet", "digits")
+    "identity", "none", "scale", "exclusive_gate", "shortcut_gate", "conv1x1", "dropout", "highway", "rezero",
+)  # He 2016b Table 1, Srivastava et al. 2015 and Bachlechner et al. 2020
+FAMILIES = ("cifar", "imagenet", "digits", "vit")
 
-DEFAULT_WIDTHS = {"cifar": (16, 32, 64), "imagenet": (64, 128, 256, 512), "digits": (16,)}
+DEFAULT_WIDTHS = {"cifar": (16, 32, 64), "imagenet": (64, 128, 256, 512), "digits": (16,), "vit": (DEFAULT_VIT_WIDTH,)}
 
 
 class _Section(BaseModel):
@@ -67,7 +71,7 @@ class ModelSpec(_Section):
     depth: Annotated[int, Field(ge=1)] = 20
     # None: the papers' choice for that depth (see resolve_block).
     block: Literal["basic", "bottleneck"] | None = None
-    unit: Literal[UNITS] = "original"
+    unit: Literal[UNITS + VIT_UNITS] = "original"
     shortcut: ShortcutSpec = ShortcutSpec()
     # Where shapes change (He 2016a sec. 3.3): A zero-pads an identity (no parameters, the CIFAR
     # default), B projects only there, C projects on every shortcut.
@@ -82,9 +86,17 @@ class ModelSpec(_Section):
     # he: He et al. 2015 for every conv (fan_out, as the authors' Torch code), BN gamma 1 / beta 0,
     # fc bias 0. torch_default: PyTorch's own layer init, as the "Residual Connection" article's
     # digits experiment builds its nets.
-    init: Literal["he", "torch_default"] = "he"
+    init: Literal["he", "torch_default", "trunc_normal"] = "he"
     # None: the dataset's number of classes.
     num_classes: Annotated[int, Field(ge=2)] | None = None
+    # family vit only (vit_layout.py; docs/vit.md): patch side, heads, MLP width / d, the class token or
+    # the mean of the tokens into the head, a LayerNorm after the last unit (None: the ordering's).
+    patch: Annotated[int, Field(ge=1)] | None = None
+    heads: Annotated[int, Field(ge=1)] | None = None
+    mlp_ratio: Annotated[float, Field(gt=0.0)] = 4.0
+    pool: Literal["cls", "mean"] = "cls"
+    final_norm: bool | None = None
+    image_size: Annotated[int, Field(ge=1)] | None = None  # None: the dataset's image side
 
 
 class SyntheticSpec(_Section):
@@ -130,7 +142,7 @@ class DataSpec(_Section):
 class OptimSpec(_Section):
     """The papers' CIFAR recipe by default (He 2016a sec. 4.2, He 2016b sec. 4)."""
 
-    optimizer: Literal["sgd"] = "sgd"
+    optimizer: Literal["sgd", "adamw"] = "sgd"  # adamw: Transformers' usual (betas 0.9/0.999; no momentum)
     lr: Annotated[float, Field(gt=0.0)] = 0.1
     momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.9
     nesterov: bool = False
@@ -214,7 +226,7 @@ class Spec(_Section):
 
     @model_validator(mode="after")
     def _depth(self) -> Spec:
-        check_depth(self.model)
+        check_model(self.model, self.data, UNITS)
         return self
 
 
@@ -359,7 +371,7 @@ def resolve(spec: Spec) -> Spec:
     model = m.model_copy(update={
         "block": resolve_block(m),
         "widths": list(m.widths) if m.widths is not None else list(DEFAULT_WIDTHS[m.family]),
-        "downsample": resolve_downsample(m),
+        "downsample": resolve_downsample(m), **resolve_vit(m, d),
     })
     n_stages = len(units_per_stage(model))
     if len(model.widths) != n_stages:

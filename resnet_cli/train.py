@@ -98,8 +98,11 @@ class Trainer:
             self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
         self.model.to(self.rt.device, memory_format=self.rt.memory_format)
         o = spec.optim
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=o.lr, momentum=o.momentum,
-                                         nesterov=o.nesterov, weight_decay=o.weight_decay)
+        if o.optimizer == "adamw":  # Loshchilov & Hutter 2019; Xiong et al. 2020 study warm-up under Adam
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
+        else:
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=o.lr, momentum=o.momentum,
+                                             nesterov=o.nesterov, weight_decay=o.weight_decay)
         self.scaler = self.rt.scaler()
         # Gradients live from the first step to the last: allocate them now, before any activation,
         # and zero them in place. Allocated during the first backward they land between recomputed

@@ -70,3 +70,17 @@ def shortcut_path(kind, u, option, x, shortcut_scale=1.0, dropout=0.5):
     if kind == "none":
         return torch.zeros_like(h(x))
     return h(x)
+
+
+def finite_difference_jacobian(f, x, eps=1e-6):
+    """d f(x) / dx by central differences, one input entry at a time: (outputs, inputs), float64."""
+    n = x.numel()
+    with torch.no_grad():
+        out = f(x)
+        jac = torch.empty(out.numel(), n, dtype=torch.double)
+        for i in range(n):
+            d = torch.zeros(n, dtype=x.dtype)
+            d[i] = eps
+            d = d.view_as(x)
+            jac[:, i] = ((f(x + d) - f(x - d)) / (2 * eps)).reshape(-1)
+    return jac

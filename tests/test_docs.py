@@ -153,6 +153,16 @@ def test_gradnorm_table_reads_first_conv_fc_and_the_input_ratio():
     assert row == "| scale:0.5 | 4 | 4.0e+04 | 1.4e+01 (1.2e-01 – 4.0e+04) | 4.8e-01 | 9.8e+05 | 2.5e-01 |"
 
 
+def test_vit_gradnorm_table_reads_first_middle_and_last_block():
+    def rec(block, sub, g):
+        return {"spec": "post_ln", "label": f"block{block}.{sub}", "index": 4 * block, "path": "main", "grad_norm": g}
+    recs = [rec(b, "mlp.fc2", g) for b, g in ((3, 0.8), (1, 0.2), (2, 0.5), (4, 1.6))]
+    recs += [rec(b, "attn.proj", 0.1 * b) for b in (1, 2, 3, 4)] + [rec(1, "mlp.fc1", 9.0)]
+    row = R.vit_gradnorm_table([("he", recs)]).splitlines()[2]
+    # blocks sorted by position: fc2 0.2, 0.5, 0.8, 1.6; the middle of 4 is block 2
+    assert row == "| post_ln | he | 4 | 2.0e-01 | 5.0e-01 | 1.6e+00 | 8.00 | 1.0e-01 | 4.0e-01 | 4.00 |"
+
+
 def test_lesion_tables_on_a_fake_pair():
     head = lambda lab: {"run": f"runs/{lab}", "label": lab}  # noqa: E731
     recs = [{"event": "lesion_baseline", **head("ResNet"), "test_error": 2.5},

@@ -74,6 +74,8 @@ LESION_SEEDS = (0, 1, 2)
 JACOBIAN_SEEDS = range(10)
 LANDSCAPES = {"26-1d": (26, 1, 41), "26-2d": (26, 2, 21), "56-1d": (56, 1, 41), "56-2d": (56, 2, 15)}
 STUDIES = ("shortcut", "activation", "projection", "depth", "zero-init")
+VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
+VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
 # Fashion-MNIST (`make docs-fashion`, about an hour on 2 cores): He 2016a Fig. 1/6 on real images,
 # then Li et al.'s landscapes and Veit et al.'s lesions on the grid's own run directories (seed 0).
@@ -123,6 +125,14 @@ def _jobs() -> dict[str, Job]:
         out = f"runs/docs/ablate/{study}"
         jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--out", out,
                                             "--figure", f"docs/figures/ablate-{study}.png", "--json"), fresh=(out,)))
+    for study in VIT_STUDIES:
+        out = f"runs/docs/ablate/{study}"
+        jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--jobs", "1", "--out", out,
+                                            "--figure", f"docs/figures/ablate-{study}.png", "--json"), fresh=(out,)))
+    for init, fig in VIT_GRADNORM.items():
+        jobs.append(Job(f"gradnorm-vit-{init}", ("gradnorm", "--base", "vit/digits-tiny", "-v", "post_ln", "-v", "pre_ln",
+                                                 "--depth", "24", "--set", f"model.init={init}",
+                                                 "--out", f"docs/figures/{fig}", "--json")))
     for depth, argv in BENCH_TRAIN.items():
         jobs.append(Job(f"bench-{depth}", ("bench", *argv, "--json")))
     jobs.append(Job("bench-data", ("bench", "cifar/resnet20", "--data-only", "--json")))
@@ -263,6 +273,14 @@ def _sections() -> list[Section]:
     ]
     sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
                          target="docs-studies") for s in STUDIES]
+    sections += [Section(f"ablate-{s}", "vit.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
+                         target="docs-studies") for s in VIT_STUDIES]
+    sections.append(Section("ablate-vit-times", "vit.md", tuple(f"ablate-{s}" for s in VIT_STUDIES),
+                            lambda o: R.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1])
+                                                            for s in VIT_STUDIES]), target="docs-studies"))
+    sections.append(Section("gradnorm-vit", "vit.md", tuple(f"gradnorm-vit-{i}" for i in VIT_GRADNORM),
+                            lambda o: R.vit_gradnorm_table([(i, o[f"gradnorm-vit-{i}"]) for i in VIT_GRADNORM]),
+                            target="docs-studies"))
     sections += [
         Section("bench-train", "bench.md", tuple(f"bench-{d}" for d in BENCH_TRAIN),
                 lambda o: R.bench_train_table([(f"ResNet-{d}", "resnet " + " ".join(JOBS[f"bench-{d}"].argv[:-1]),

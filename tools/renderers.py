@@ -140,6 +140,24 @@ def gradnorm_table(records: list[dict[str, Any]]) -> str:
                      "dx_0 / dx_L", "direct term lambda^L"], rows)
 
 
+def _per_block(records: list[dict[str, Any]], spec: str, suffix: str) -> list[float]:
+    found = [r for r in records if r["spec"] == spec and r.get("label", "").endswith(suffix)]
+    return [r["grad_norm"] for r in sorted(found, key=lambda r: r["index"])]
+
+
+def vit_gradnorm_table(runs: list[tuple[str, list[dict[str, Any]]]]) -> str:
+    """Xiong et al. 2020 Fig. 3 as numbers, per (init, spec): ||dE/dW|| of the MLP's output layer
+    (fc2) in the first, middle and last block, last over first; the attention output projection's too."""
+    rows = []
+    for init, records in runs:
+        for spec in dict.fromkeys(r["spec"] for r in records):
+            fc2, proj = _per_block(records, spec, ".mlp.fc2"), _per_block(records, spec, ".attn.proj")
+            rows.append((spec, init, len(fc2), sci(fc2[0]), sci(fc2[len(fc2) // 2 - 1]), sci(fc2[-1]),
+                         f"{fc2[-1] / fc2[0]:.2f}", sci(proj[0]), sci(proj[-1]), f"{proj[-1] / proj[0]:.2f}"))
+    return md_table(["spec", "init", "blocks", "fc2, block 1", "fc2, middle block", "fc2, last block",
+                     "fc2 last / first", "attn proj, block 1", "attn proj, last block", "proj last / first"], rows)
+
+
 def _gain(x: float) -> str:
     return sci(x) if x < 0.01 else f"{x:.3g}"
 

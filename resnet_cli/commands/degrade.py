@@ -76,7 +76,7 @@ def degrade(
             output.emit({k: record.get(k) for k in _RUN_KEYS})
         how = "reused" if reused else f"{record['wall_s']:.1f} s"
         status = "" if record["status"] == "completed" else f"  [red]{record['status']}[/]"
-        log.print(f"[{i:>3}/{total}] {record['net']:<8} {record['depth']:>3} layers  seed {record['seed']:<3} "
+        log.print(f"[{i:>3}/{total}] {record['net']:<8} {record['depth']:>3} {'blocks' if record.get('family') == 'vit' else 'layers'}  seed {record['seed']:<3} "
                   f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
                   f"test acc {output.fmt(record['test_acc'], 3)}  grad@1 {output.fmt(record['grad_norm_first_layer'], 2)}"
                   f"  ({how}){status}")

@@ -60,17 +60,22 @@ def lesion(run_dirs: RunDirs, compare: Compare = None, max_k: MaxK = None, draws
     _render(results, fig_path)
 
 
+def _where(u: dict) -> str:
+    """A conv net's stage; a unit that names itself (ViT: block3.attn) by its name."""
+    return f"stage {u['stage']}" if u["name"] == f"unit{u['unit'] - 1}" else u["name"]
+
+
 def _render(results: list[dict], fig_path: Path) -> None:
     from .. import output
 
     con = output.stdout()
     for r in results:
         base = r["baseline"]["test_error"]
-        rows = [(str(u["unit"]), str(u["stage"]), "yes" if u["downsampling"] else "",
+        rows = [(str(u["unit"]), _where(u), "yes" if u["downsampling"] else "",
                  u["deletion"] or "cannot (shape changes)", u["test_error"],
                  f"{u['delta']:+.2f}" if u["delta"] is not None else "-") for u in r["units"]]
         con.print(output.table(f"{r['label']} ({r['run']}): one unit deleted; test error {base:.2f}% with none",
-                               ["unit", "stage", "downsampling", "deletion", "test error %", "change"], rows))
+                               ["unit", "where", "downsampling", "deletion", "test error %", "change"], rows))
         krows = [(str(k["k"]), str(k["draws"]), k["median"], k["min"], k["max"]) for k in r["k"]]
         con.print(output.table(f"{r['label']}: k units deleted at random", ["k", "draws", "median %", "min %", "max %"],
                                krows))

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from ..model.shortcuts import NoShortcut
+from ..probes import unit_labels
 from ..spec import units_per_stage
 from .trained import Trained, runtime_for
 
@@ -72,10 +73,11 @@ def can_delete(unit: nn.Module) -> bool:
 def describe_units(trained: Trained) -> list[dict]:
     """One row per unit: 1-based index, stage, shapes, and how (or whether) it can be deleted."""
     stage_of = [s + 1 for s, n in enumerate(units_per_stage(trained.spec.model)) for _ in range(n)]
+    names = unit_labels(trained.model)
     rows = []
     for i, unit in enumerate(trained.model.units):
         how = "branch->0" if has_shortcut(unit) else ("unit->identity" if can_delete(unit) else None)
-        rows.append({"unit": i + 1, "stage": stage_of[i] if i < len(stage_of) else None,
+        rows.append({"unit": i + 1, "name": names[i], "stage": stage_of[i] if i < len(stage_of) else None,
                      "in_channels": unit.in_channels, "out_channels": unit.out_channels, "stride": unit.stride,
                      "downsampling": changes_shape(unit), "deletable": how is not None, "deletion": how})
     return rows

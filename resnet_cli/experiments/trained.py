@@ -45,10 +45,13 @@ class Trained:
 
 
 def run_label(spec: Spec) -> str:
-    """He 2016a names: plain-34 / ResNet-34; other shortcuts (He 2016b Table 1) by their registry name."""
+    """He 2016a names: plain-34 / ResNet-34; other shortcuts (He 2016b Table 1) by their registry name.
+    Family vit: ViT-12 / plain-ViT-12 / rezero-ViT-12, its depth in blocks."""
     m = spec.model
     kind = m.shortcut.kind
     base = "plain" if kind == "none" else "ResNet" if kind == "identity" else kind
+    if m.family == "vit":
+        base = "ViT" if kind == "identity" else f"{base}-ViT"
     label = f"{base}-{m.depth}"
     return label if m.unit == "original" else f"{label} ({m.unit})"
 

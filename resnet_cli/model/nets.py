@@ -1,4 +1,4 @@
-"""Whole nets: stem, stages of residual units, head. `build_model` is the one bridge from a spec."""
+"""Whole conv nets: stem, stages of residual units, head (the `ResNet` every family builds)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,18 @@ from .units import ORDERINGS, ResidualUnit, act, make_unit
 
 
 class ResNet(nn.Module):
-    """stem -> units (flat list; stage boundaries recorded) -> final activation -> pool -> fc."""
+    """stem -> units (flat list; stage boundaries recorded) -> final activation -> pool -> fc.
 
-    def __init__(self, stem: nn.Module, units: list[ResidualUnit], head_act: nn.Module, num_classes: int):
+    Every family is this shape (model/vit.py builds its token nets as one), so the analyses find
+    the residual units of any net in `.units` and the head's input at `head_act`."""
+
+    def __init__(self, stem: nn.Module, units: list[ResidualUnit], head_act: nn.Module, num_classes: int,
+                 pool: nn.Module | None = None):
         super().__init__()
         self.stem = stem
         self.units = nn.ModuleList(units)
         self.head_act = head_act
-        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.pool = pool if pool is not None else nn.AdaptiveAvgPool2d(1)  # global average pool
         self.fc = nn.Linear(units[-1].out_channels if units else _stem_channels(stem), num_classes)
         self.checkpoint_segments = 0
 
@@ -128,8 +132,9 @@ def zero_init_last_bn(model: ResNet) -> None:
             nn.init.zeros_(bns[-1].weight)
 
 
-def build_model(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
-    """The only function that reads a ModelSpec; every block takes explicit arguments."""
+def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
+    """The conv families' nets from a ModelSpec (through `build.build_model`); every block takes
+    explicit arguments."""
     block = resolve_block(m)
     order = ORDERINGS[m.unit]
     widths = list(m.widths)
@@ -161,7 +166,3 @@ def build_model(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     if m.zero_init_last_bn:
         zero_init_last_bn(model)
     return model
-
-
-def count_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

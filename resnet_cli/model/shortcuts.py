@@ -190,6 +190,20 @@ class DropoutShortcut(nn.Module):
         return f"p={self.p}, rescale={self.rescale}"
 
 
+@COMBINERS.register("rezero")
+class ReZero(nn.Module):
+    """Bachlechner et al. 2020: y = x + alpha * F(x) with one learned scalar alpha per unit, starting
+    at 0, so every unit starts as the identity (with nothing after the addition) and deep stacks
+    train without normalisation."""
+
+    def __init__(self):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x, skip, fx):
+        return skip + self.alpha * fx
+
+
 def make_combiner(kind: str, in_channels: int, out_channels: int, stride: int, *, shortcut_scale: float,
                   branch_scale: float, gate: str, gate_bias: float, dropout: float,
                   dropout_rescale: bool) -> nn.Module:
@@ -201,3 +215,11 @@ def make_combiner(kind: str, in_channels: int, out_channels: int, stride: int, *
     if cls is DropoutShortcut:
         return cls(dropout, dropout_rescale)
     return cls()
+
+
+def combiner_for(shortcut: dict, in_channels: int, out_channels: int, stride: int) -> nn.Module:
+    """`make_combiner` from a shortcut section's settings (a dict of ShortcutSpec's fields)."""
+    return make_combiner(shortcut["kind"], in_channels, out_channels, stride,
+                         shortcut_scale=shortcut["shortcut_scale"], branch_scale=shortcut["branch_scale"],
+                         gate=shortcut["gate"], gate_bias=shortcut["gate_bias"], dropout=shortcut["dropout"],
+                         dropout_rescale=shortcut["dropout_rescale"])

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from ..registry import Registry
-from .shortcuts import NoShortcut, make_combiner, make_skip
+from .shortcuts import NoShortcut, combiner_for, make_skip
 
 
 @dataclass(frozen=True)
@@ -120,10 +120,7 @@ def make_unit(block: str, cin: int, width: int, stride: int, ordering: str, *, s
         branch = bottleneck_branch(cin, width, stride, order, inside, bottleneck_stride)
     else:
         branch = basic_branch(cin, width, stride, order, inside)
-    combine = make_combiner(shortcut["kind"], cin, cout, stride,
-                            shortcut_scale=shortcut["shortcut_scale"], branch_scale=shortcut["branch_scale"],
-                            gate=shortcut["gate"], gate_bias=shortcut["gate_bias"], dropout=shortcut["dropout"],
-                            dropout_rescale=shortcut["dropout_rescale"])
+    combine = combiner_for(shortcut, cin, cout, stride)
     if isinstance(combine, NoShortcut):
         skip: nn.Module = nn.Identity()  # a plain net has no shortcut parameters at all
     else:

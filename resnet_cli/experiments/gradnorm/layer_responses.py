@@ -23,7 +23,7 @@ def response_points(model: nn.Module) -> list[tuple[str, int, nn.Module]]:
     for prefix, container in containers:
         pending: tuple[str, nn.Module] | None = None
         for name, m in container.named_modules():
-            if isinstance(m, nn.Conv2d):
+            if isinstance(m, (nn.Conv2d, nn.Linear)):  # Linear: a ViT branch's layers, no BN after them
                 if pending is not None:
                     index += 1
                     out.append((pending[0], index, pending[1]))

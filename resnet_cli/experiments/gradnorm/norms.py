@@ -9,6 +9,7 @@ the measurement.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,17 +123,26 @@ def summary_row(r: NetNorms) -> dict[str, Any]:
     }
 
 
+FFN_OUT = re.compile(r"block(\d+)\.mlp\.fc2")  # a ViT block's MLP output layer (model/vit.py names)
+
+
 def figure(results: list[NetNorms], path) -> None:
-    """Left: ||dE/dW|| of each main-path weight layer against depth. Right: ||dE/dx_l|| relative to
+    """Left: ||dE/dW|| of each main-path weight layer against depth (ViTs: of each block's MLP
+    output layer against the block, as Xiong et al. 2020 Fig. 3 draws W^2 of the FFN). Right: ||dE/dx_l|| relative to
     the last unit, with lambda^(L-l) dotted for scaled shortcuts. Both log-scale."""
     from ... import figures
 
     plt = figures.pyplot()
     fig, (ax_w, ax_x) = plt.subplots(1, 2, figsize=(11, 4))
+    per_block = any(FFN_OUT.fullmatch(layer["label"]) for r in results for layer in r.layers)
     for i, r in enumerate(results):
         colour = f"C{i % 10}"
         main = [layer for layer in r.layers if layer["path"] == "main" and layer["grad_norm"]]
-        ax_w.plot([m["index"] for m in main], [m["grad_norm"] for m in main], color=colour, label=r.name, lw=1.2)
+        if per_block:  # Xiong et al. 2020 Fig. 3: the FFN's second weight W^2 in each block
+            pts = [(int(m.group(1)), layer["grad_norm"]) for layer in main if (m := FFN_OUT.fullmatch(layer["label"]))]
+            ax_w.plot(*zip(*pts), color=colour, label=r.name, lw=1.2, marker=".")
+        else:
+            ax_w.plot([m["index"] for m in main], [m["grad_norm"] for m in main], color=colour, label=r.name, lw=1.2)
         last = r.inputs[-1] if r.inputs else None
         if last:
             pts = [(l, g / last) for l, g in enumerate(r.inputs) if g]
@@ -140,8 +150,11 @@ def figure(results: list[NetNorms], path) -> None:
         if r.direct is not None:
             ax_x.plot(range(len(r.direct)), r.direct, color=colour, ls=":", lw=1.5,
                       label=f"{r.name}: lambda^(L-l)")
-    ax_w.set(yscale="log", xlabel="weight layer (1 = first conv)", ylabel="||dE/dW||",
-             title="gradient norm of each weight layer")
+    if per_block:
+        ax_w.set(yscale="log", xlabel="block", ylabel="||dE/dW||", title="gradient norm of each block's MLP fc2")
+    else:
+        ax_w.set(yscale="log", xlabel="weight layer (1 = first conv)", ylabel="||dE/dW||",
+                 title="gradient norm of each weight layer")
     ax_x.set(yscale="log", xlabel="unit l (input x_l)", ylabel="||dE/dx_l|| / ||dE/dx_L||",
              title="gradient reaching each unit's input")
     from matplotlib.ticker import MaxNLocator
@@ -168,7 +181,7 @@ def variant_tree(base: dict, variant: str) -> dict:
         name, _, value = term.strip().partition(":")
         if name == "plain":
             name = "none"
-        if name in spec_mod.UNITS:
+        if name in spec_mod.UNITS + spec_mod.VIT_UNITS:
             spec_mod.set_dotted(tree, "model.unit", name)
             target = None
         elif name in spec_mod.SHORTCUTS:
@@ -176,7 +189,7 @@ def variant_tree(base: dict, variant: str) -> dict:
             target = {"scale": "shortcut_scale", "exclusive_gate": "gate_bias", "shortcut_gate": "gate_bias",
                       "highway": "gate_bias", "dropout": "dropout"}.get(name)
         else:
-            valid = ", ".join(("plain",) + spec_mod.UNITS + spec_mod.SHORTCUTS)
+            valid = ", ".join(("plain",) + spec_mod.UNITS + spec_mod.VIT_UNITS + spec_mod.SHORTCUTS)
             raise UserError(f"--variant {variant}: unknown name '{name}'; valid: {valid} "
                             "(with :value for scale, gates and dropout; join with +)")
         if value:

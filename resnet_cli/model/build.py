@@ -1,0 +1,20 @@
+"""`build_model`: the one bridge from a spec's model section to modules, for every family."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..spec import ModelSpec
+from .nets import ResNet, build_conv_net
+from .vit import build_vit
+
+
+def build_model(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
+    """Conv families (cifar, imagenet, digits: nets.py) or the token nets of family vit (vit.py);
+    both come back as a `ResNet`: stem, `.units`, `head_act`, pool, fc."""
+    build = build_vit if m.family == "vit" else build_conv_net
+    return build(m, in_channels, num_classes)
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -24,11 +24,8 @@ from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and frien
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, resolve_warmup,
     units_per_stage,
 )
-<<<<<<< HEAD
 from .spec_checks import check_length
-=======
 from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
->>>>>>> issue-vit
 
 # ---------------------------------------------------------------------------------------------
 # Names. Each tuple is the set of valid values; model/ registers one class per name.

@@ -12,12 +12,12 @@ what a run directory records, so a run can always be repeated from its own `spec
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from . import yamlio
+from .bundled import EXPERIMENT_DIRS, configs_dir, find_spec_file  # noqa: F401  (re-exported)
 from .datasets import AUTO_AUGMENT, DATASET_SHAPES, DATASETS  # noqa: F401  (re-exported)
 from .errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
@@ -296,33 +296,6 @@ def validate(tree: Any, source: str = "spec") -> Spec:
         return Spec.model_validate(tree)
     except ValidationError as err:
         raise UserError(_one_line(err, source)) from None
-
-
-EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade NAME"}
-
-
-def configs_dir() -> Path:
-    """The bundled configs: inside the package when installed from a wheel (setup.py maps the
-    repository's top-level configs/ there), the top-level configs/ in a checkout."""
-    here = Path(__file__).resolve().parent
-    return here / "configs" if (here / "configs").is_dir() else here.parent / "configs"
-
-
-def find_spec_file(name: str) -> Path:
-    """A path, or the name of a bundled config (`resnet110`, `preact/resnet1001-cifar10`)."""
-    path = Path(name)
-    if path.exists():
-        return path
-    for cand in (configs_dir() / name, configs_dir() / f"{name}.yaml"):
-        if cand.is_file():
-            return cand
-    # A bare name (`resnet110`) may live in any folder of specs; studies and degrade experiments
-    # are other file kinds, run by `resnet ablate` and `resnet degrade`.
-    hits = [p for p in sorted(configs_dir().rglob(f"{Path(name).stem}.yaml"))
-            if p.relative_to(configs_dir()).parts[0] not in EXPERIMENT_DIRS]
-    if len(hits) == 1:
-        return hits[0]
-    raise UserError(f"{name}: no such spec file or bundled config (see `resnet configs`)")
 
 
 def load_tree(spec_file: str | None) -> dict:

@@ -1,0 +1,33 @@
+"""Where the bundled configs live, and how a name (`resnet110`, `preact/resnet1001-cifar10`) finds one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import UserError
+
+EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade NAME"}
+
+
+def configs_dir() -> Path:
+    """The bundled configs: inside the package when installed from a wheel (setup.py maps the
+    repository's top-level configs/ there), the top-level configs/ in a checkout."""
+    here = Path(__file__).resolve().parent
+    return here / "configs" if (here / "configs").is_dir() else here.parent / "configs"
+
+
+def find_spec_file(name: str) -> Path:
+    """A path, or the name of a bundled config (`resnet110`, `preact/resnet1001-cifar10`)."""
+    path = Path(name)
+    if path.exists():
+        return path
+    for cand in (configs_dir() / name, configs_dir() / f"{name}.yaml"):
+        if cand.is_file():
+            return cand
+    # A bare name (`resnet110`) may live in any folder of specs; studies and degrade experiments
+    # are other file kinds, run by `resnet ablate` and `resnet degrade`.
+    hits = [p for p in sorted(configs_dir().rglob(f"{Path(name).stem}.yaml"))
+            if p.relative_to(configs_dir()).parts[0] not in EXPERIMENT_DIRS]
+    if len(hits) == 1:
+        return hits[0]
+    raise UserError(f"{name}: no such spec file or bundled config (see `resnet configs`)")

@@ -209,7 +209,6 @@ def train_one(spec, data, points: int = 60, callbacks: list[Callback] = (), run_
         "params": summary["params"], "shortcut": m.shortcut.kind, "family": m.family, "dataset": spec.data.dataset,
         "iterations": summary["iterations"], "epochs": summary["epochs"],
         "wall_s": round(time.perf_counter() - start, 2), "spec_key": key, "curve": probe.curve,
-        "run_dir": str(run_dir.path) if run_dir is not None else None,
     }
 
 
@@ -277,8 +276,10 @@ def _fresh_run_dir(out_dir: Path, spec, net: str, key: str):
 
 
 def _same_run(rd, key: str) -> bool:
+    from ..rundir import SPEC
+
     try:
-        return spec_key(spec_mod.resolve(spec_mod.validate(rd.spec_tree(), str(rd.file("spec.yaml"))))) == key
+        return spec_key(spec_mod.resolve(spec_mod.validate(rd.spec_tree(), str(rd.file(SPEC))))) == key
     except UserError:
         return False
 

@@ -200,3 +200,24 @@ def test_a_run_another_process_is_training_stops_the_grid_in_one_line(in_tmp):
         held.unlock()
     again = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "1", "--depths", "4", "--out", "d", "--json"])
     assert again.exit_code == 0, again.output
+
+
+def test_a_field_added_since_a_run_leaves_it_reusable(in_tmp):
+    import yaml
+
+    args = ["degrade", *TINY, "--seeds", "1", "--out", "d", "--json"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    # The run as an older version wrote it: its spec.yaml lacks a field that has a default now,
+    # and its recorded key was hashed over that older schema.
+    for rec_dir in (in_tmp / "d" / "runs").iterdir():
+        tree = yaml.safe_load((rec_dir / "spec.yaml").read_text())
+        del tree["optim"]["warmup_lr"]
+        (rec_dir / "spec.yaml").write_text(yaml.safe_dump(tree))
+    runs = in_tmp / "d" / D.RUNS_FILE
+    runs.write_text("".join(json.dumps({**json.loads(line), "spec_key": "older-schema"}) + "\n"
+                            for line in runs.read_text().splitlines()))
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and again.stderr.count("(reused)") == 4, again.stderr
+    # A value the run really used still counts: another warm-up lr is another run.
+    other = CliRunner().invoke(app, [*args, "--set", "optim.warmup_lr=0.02"])
+    assert other.exit_code == 0 and "reused" not in other.stderr

@@ -294,8 +294,24 @@ def _read_runs(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue  # a line cut by a kill mid-write
         if isinstance(rec, dict) and rec.get("event") == "run" and "spec_key" in rec:
-            out.append(rec)
+            out.append(_current_key(rec, path.parent))
     return out
+
+
+def _current_key(rec: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """A record whose run directory is kept gets its key from that run's spec.yaml as this version
+    reads it: a field added since (with its default) then leaves finished runs reusable, while a
+    value the run really used, written in its spec.yaml, still counts."""
+    from ..rundir import SPEC, RunDir
+
+    if not rec.get("run_dir") or not (out_dir / rec["run_dir"] / SPEC).is_file():
+        return rec
+    try:
+        tree = RunDir(out_dir / rec["run_dir"]).spec_tree()
+        key = spec_key(spec_mod.resolve(spec_mod.validate(tree, str(out_dir / rec["run_dir"] / SPEC))))
+    except UserError:
+        return rec  # a spec this version rejects: keep the recorded key (it will not match)
+    return {**rec, "spec_key": key}
 
 
 def _stats(values: list[float | None]) -> dict[str, float | None]:

@@ -263,7 +263,7 @@ def _fresh_run_dir(out_dir: Path, spec, net: str, key: str):
     name = f"{net}-{spec.model.depth}-seed{spec.run.seed}"
     for path in (out_dir / RUN_DIRS / name, out_dir / RUN_DIRS / f"{name}-{key[:8]}"):
         rd = RunDir(path)
-        if (path / SPEC).exists() and not _same_run(rd, key):
+        if (path / SPEC).exists() and _kept_key(path) != key:
             continue
         rd.lock()
         for leftover in (SPEC, META, METRICS, SUMMARY, CHECKPOINT):  # nothing here has a record to keep
@@ -275,13 +275,17 @@ def _fresh_run_dir(out_dir: Path, spec, net: str, key: str):
                     "pick another --out")
 
 
-def _same_run(rd, key: str) -> bool:
-    from ..rundir import SPEC
+def _kept_key(path: Path) -> str | None:
+    """The key of the run kept in `path`, from its spec.yaml as this version reads it (None: no
+    spec there, or one this version rejects)."""
+    from ..rundir import SPEC, RunDir
 
+    if not (path / SPEC).is_file():
+        return None
     try:
-        return spec_key(spec_mod.resolve(spec_mod.validate(rd.spec_tree(), str(rd.file(SPEC))))) == key
+        return spec_key(spec_mod.resolve(spec_mod.validate(RunDir(path).spec_tree(), str(path / SPEC))))
     except UserError:
-        return False
+        return None
 
 
 def _read_runs(path: Path) -> list[dict[str, Any]]:
@@ -302,16 +306,8 @@ def _current_key(rec: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """A record whose run directory is kept gets its key from that run's spec.yaml as this version
     reads it: a field added since (with its default) then leaves finished runs reusable, while a
     value the run really used, written in its spec.yaml, still counts."""
-    from ..rundir import SPEC, RunDir
-
-    if not rec.get("run_dir") or not (out_dir / rec["run_dir"] / SPEC).is_file():
-        return rec
-    try:
-        tree = RunDir(out_dir / rec["run_dir"]).spec_tree()
-        key = spec_key(spec_mod.resolve(spec_mod.validate(tree, str(out_dir / rec["run_dir"] / SPEC))))
-    except UserError:
-        return rec  # a spec this version rejects: keep the recorded key (it will not match)
-    return {**rec, "spec_key": key}
+    key = _kept_key(out_dir / rec["run_dir"]) if rec.get("run_dir") else None
+    return rec if key is None else {**rec, "spec_key": key}
 
 
 def _stats(values: list[float | None]) -> dict[str, float | None]:

@@ -15,7 +15,18 @@ from .probes import InputGrads, weight_grad_norms, weight_layers
 
 
 class Callback:
-    """Hooks into the loop; each receives the trainer `t`. Override what you need."""
+    """Hooks into the loop; each receives the trainer `t`. Override what you need.
+
+    A callback whose measurements must survive a resume names a `checkpoint_key`: the trainer then
+    saves its `state()` in every checkpoint under that key and hands it back to `load_state` on
+    restore, so what it gathered before a crash is neither lost nor counted twice."""
+
+    checkpoint_key: str | None = None
+
+    def state(self) -> dict[str, Any]:
+        return {}
+
+    def load_state(self, state: dict[str, Any]) -> None: ...
 
     def on_start(self, t) -> None: ...
     def after_backward(self, t) -> None: ...  # gradients are populated, step not yet taken

@@ -138,6 +138,8 @@ class Trainer:
             "progress": {k: getattr(p, k) for k in Progress.__dataclass_fields__},
             "rng": rng if rng is not None else [ckpt.rng_state(self.rt.device)], "spec": to_tree(self.spec),
             "order": {"epoch": self.order_epoch, "perm": self.order},
+            "callbacks": {cb.checkpoint_key: cb.state() for cb in self.callbacks
+                          if getattr(cb, "checkpoint_key", None)},
         }
 
     def save(self) -> None:
@@ -168,6 +170,11 @@ class Trainer:
             ckpt.set_rng_state(mine, self.rt.device)
         order = state.get("order") or {}
         self.order, self.order_epoch = order.get("perm"), order.get("epoch", -1)
+        saved_callbacks = state.get("callbacks") or {}
+        for cb in self.callbacks:
+            key = getattr(cb, "checkpoint_key", None)
+            if key in saved_callbacks:
+                cb.load_state(saved_callbacks[key])
 
     # -- the loop --------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from resnet_cli import data as data_mod
 from resnet_cli import spec as S
+from resnet_cli.callbacks import Callback
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.experiments import degrade as D
@@ -221,3 +222,38 @@ def test_a_field_added_since_a_run_leaves_it_reusable(in_tmp):
     # A value the run really used still counts: another warm-up lr is another run.
     other = CliRunner().invoke(app, [*args, "--set", "optim.warmup_lr=0.02"])
     assert other.exit_code == 0 and "reused" not in other.stderr
+
+
+class _Crash(Exception):
+    pass
+
+
+class _CrashAt(Callback):
+    """Raises in the middle of a run, as a kill or a crash would cut it (after its checkpoint)."""
+
+    def __init__(self, iteration: int):
+        self.iteration = iteration
+
+    def after_backward(self, t) -> None:
+        if t.p.iteration == self.iteration:
+            raise _Crash
+
+
+def test_a_run_cut_off_midway_resumes_to_the_same_record(in_tmp):
+    # 16 epochs of 4 steps: curve windows of 2 steps. A checkpoint every 5 steps falls mid-window,
+    # and the crash comes at step 7, after it: the resumed run must carry the curve and the step-1
+    # gradient from before the cut and the half-filled window.
+    overrides = [("optim.epochs", 16), ("data.train_subset", 256), ("train.checkpoint_every", 5)]
+    plan = D.make_plan(None, depths=[6], seeds=[0], nets=["residual"], overrides=overrides)
+    whole = D.run(plan, in_tmp / "whole")[0]
+    with pytest.raises(_Crash):
+        D.run(plan, in_tmp / "cut", callbacks=lambda: [_CrashAt(6)])
+    assert not (in_tmp / "cut" / D.RUNS_FILE).exists()  # no record for a run that did not finish
+    resumed = D.run(plan, in_tmp / "cut")[0]
+    assert resumed["resumed_at"] == 5 and "resumed_at" not in whole
+    for key in ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer", "curve", "iterations"):
+        assert resumed[key] == whole[key], key
+    assert [point[0] for point in resumed["curve"]] == list(range(2, 65, 2))
+    metrics = (in_tmp / "cut" / "runs" / "residual-6-seed0" / "metrics.jsonl").read_text().splitlines()
+    epochs = [json.loads(line)["epoch"] for line in metrics if json.loads(line).get("event") == "epoch"]
+    assert epochs == list(range(1, 17))  # each epoch logged once across the two processes

@@ -75,6 +75,8 @@ def degrade(
         if fmt is output.Format.JSON:
             output.emit({k: record.get(k) for k in _RUN_KEYS})
         how = "reused" if reused else f"{record['wall_s']:.1f} s"
+        if not reused and record.get("resumed_at"):
+            how += f", resumed at iteration {record['resumed_at']}"
         status = "" if record["status"] == "completed" else f"  [red]{record['status']}[/]"
         log.print(f"[{i:>3}/{total}] {record['net']:<8} {record['depth']:>3} {'blocks' if record.get('family') == 'vit' else 'layers'}  seed {record['seed']:<3} "
                   f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
@@ -85,7 +87,7 @@ def degrade(
         records = deg.run(plan, out_dir, on_run, callbacks=lambda: [_EpochLine(log)])
     except KeyboardInterrupt:
         log.print(f"interrupted; finished runs are kept in {out_dir / deg.RUNS_FILE}: rerun with --out {out_dir} "
-                  "to continue")
+                  "to continue (a run cut off midway resumes from its last checkpoint)")
         raise
     summaries = deg.summarise(records)
     found = deg.findings(summaries)

@@ -9,31 +9,29 @@ min-max over seeds with n. Nothing is selected on the test set.
 
 Runs train in memory on data loaded once. Each finished run is appended to `runs.jsonl` in the
 output directory, and a rerun with the same directory reuses the runs whose resolved spec matches,
-so a long grid (the CIFAR-10 Fig. 6 config) survives interruption at run granularity.
+and a run cut off before its record continues from its last checkpoint (degrade_runs.py), so a
+long grid (the CIFAR-10 Fig. 6 config) survives interruption without losing more than an epoch.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import spec as spec_mod
 from ..errors import UserError
-from ..train import Callback
+from ..callbacks import Callback
+from .degrade_runs import RUN_DIRS, open_run_dir, read_runs, spec_key, train_one  # noqa: F401 (re-exported)
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 
 NETS = ("plain", "residual")
 RUNS_FILE, RESULT_FILE, FIGURE_FILE = "runs.jsonl", "degrade.json", "degrade.png"
-RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
 DEFAULT_CONFIG = "degrade/digits-8-26"
 
 class Section(BaseModel):
@@ -140,78 +138,6 @@ def twin(plan: Plan, net: str, depth: int, seed: int):
     return spec_mod.resolve(spec_mod.validate(tree, f"{plan.source} ({net}, depth {depth})"))
 
 
-def spec_key(spec) -> str:
-    """A run's identity for reuse: its resolved spec minus where it runs."""
-    tree = spec_mod.to_tree(spec)
-    for key in spec_mod.RESUME_FREE:
-        section, _, leaf = key.partition(".")
-        tree[section].pop(leaf, None)
-    return hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# ---------------------------------------------------------------------------------------------
-# One run
-
-
-class Probe(Callback):
-    """The first weight layer's gradient norm at step 1, and a training curve: mean loss and error
-    (%) over windows of `window` steps, as He 2016a Fig. 6 plots training error against iteration."""
-
-    def __init__(self, window: int):
-        self.window = max(1, window)
-        self.grad_norm_first_layer: float | None = None
-        self.curve: list[list[float]] = []  # [iteration, loss, error %]
-
-    def on_start(self, t) -> None:
-        self.first = next(m for m in t.model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)))
-        self.loss_sum = torch.zeros((), device=t.rt.device)
-        self.wrong = torch.zeros((), device=t.rt.device)
-        self.seen = 0
-        self.steps = 0
-
-    def after_backward(self, t) -> None:
-        if t.p.iteration == 0:
-            self.grad_norm_first_layer = self.first.weight.grad.norm().item()
-        y = t.last_target
-        self.loss_sum += t.last_loss.detach() * len(y)
-        self.wrong += (t.last_output.argmax(1) != y).sum()
-        self.seen += len(y)
-        self.steps += 1
-        if self.steps == self.window or t.p.iteration + 1 >= t.total:
-            self.curve.append([t.p.iteration + 1, self.loss_sum.item() / self.seen,
-                               100.0 * self.wrong.item() / self.seen])
-            self.loss_sum.zero_(), self.wrong.zero_()
-            self.seen = self.steps = 0
-
-
-def train_one(spec, data, points: int = 60, callbacks: list[Callback] = (), run_dir=None) -> dict[str, Any]:
-    """Train one twin; returns its record (metrics, the curve, the wall time). With `run_dir` (a
-    created RunDir) the run also leaves what `resnet train` leaves: resolved spec, metrics and the
-    final checkpoint, so lesion, landscape and paths can read the trained net afterwards."""
-    from ..train import Trainer
-
-    start = time.perf_counter()
-    key = spec_key(spec)
-    trainer = Trainer(spec, run_dir=run_dir, data=data, callbacks=callbacks)
-    probe = Probe(window=-(-trainer.total // points))
-    trainer.callbacks.append(probe)
-    summary = trainer.run()
-    m = spec.model
-    net = "plain" if m.shortcut.kind == "none" else "residual"
-
-    def acc(error: float | None) -> float | None:
-        return None if error is None else 1.0 - error / 100.0
-
-    return {
-        "event": "run", "net": net, "depth": m.depth, "seed": spec.run.seed, "status": summary["status"],
-        "train_loss": summary["train_loss"], "train_acc": acc(summary["train_error"]),
-        "test_acc": acc(summary["test_error"]), "grad_norm_first_layer": probe.grad_norm_first_layer,
-        "params": summary["params"], "shortcut": m.shortcut.kind, "family": m.family, "dataset": spec.data.dataset,
-        "iterations": summary["iterations"], "epochs": summary["epochs"],
-        "wall_s": round(time.perf_counter() - start, 2), "spec_key": key, "curve": probe.curve,
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # The grid
 
@@ -223,7 +149,7 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
     from .. import data as data_mod
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    done = {r["spec_key"]: r for r in _read_runs(out_dir / RUNS_FILE)}
+    done = {r["spec_key"]: r for r in read_runs(out_dir / RUNS_FILE)}
     jobs = [(depth, net, seed) for depth in plan.depths for net in plan.nets for seed in plan.seeds]
     data = None
     records = []
@@ -231,16 +157,16 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
         spec = twin(plan, net, depth, seed)
         key = spec_key(spec)
         if key not in done:  # another `resnet degrade` on the same --out may have finished it meanwhile
-            done.update({r["spec_key"]: r for r in _read_runs(out_dir / RUNS_FILE)})
+            done.update({r["spec_key"]: r for r in read_runs(out_dir / RUNS_FILE)})
         reused = key in done
         if reused:
             record = done[key]
         else:
             if data is None:  # once: every twin shares the base's data section
                 data = data_mod.load(spec.data)
-            rd = _fresh_run_dir(out_dir, spec, net, key)
+            rd, state = open_run_dir(out_dir, spec, net, key)
             try:
-                record = train_one(spec, data, callbacks=callbacks() if callbacks else [], run_dir=rd)
+                record = train_one(spec, data, callbacks=callbacks() if callbacks else [], run_dir=rd, state=state)
                 record["run_dir"] = rd.path.relative_to(out_dir).as_posix()  # the grid's folder can move
                 with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
                     f.write(json.dumps(record) + "\n")
@@ -250,64 +176,6 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
         if on_run:
             on_run(record, i + 1, len(jobs), reused)
     return records
-
-
-def _fresh_run_dir(out_dir: Path, spec, net: str, key: str):
-    """runs/<net>-<depth>-seed<seed> under the degrade directory, created and locked for this run.
-    A directory of that name left by this very run, cut off before its record was written, is
-    started over; one that holds another spec (the grid was rerun with other settings) is kept, and
-    this run takes a name with its spec key instead. The lock makes a second `resnet degrade` on the
-    same --out stop with one line rather than train the same run into the same files."""
-    from ..rundir import CHECKPOINT, META, METRICS, SPEC, SUMMARY, RunDir
-
-    name = f"{net}-{spec.model.depth}-seed{spec.run.seed}"
-    for path in (out_dir / RUN_DIRS / name, out_dir / RUN_DIRS / f"{name}-{key[:8]}"):
-        rd = RunDir(path)
-        if (path / SPEC).exists() and _kept_key(path) != key:
-            continue
-        rd.lock()
-        for leftover in (SPEC, META, METRICS, SUMMARY, CHECKPOINT):  # nothing here has a record to keep
-            (path / leftover).unlink(missing_ok=True)
-        spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
-        rd.create(spec, runtime={})
-        return rd
-    raise UserError(f"{out_dir / RUN_DIRS / name}: both this name and {name}-{key[:8]} hold other runs; "
-                    "pick another --out")
-
-
-def _kept_key(path: Path) -> str | None:
-    """The key of the run kept in `path`, from its spec.yaml as this version reads it (None: no
-    spec there, or one this version rejects)."""
-    from ..rundir import SPEC, RunDir
-
-    if not (path / SPEC).is_file():
-        return None
-    try:
-        return spec_key(spec_mod.resolve(spec_mod.validate(RunDir(path).spec_tree(), str(path / SPEC))))
-    except UserError:
-        return None
-
-
-def _read_runs(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill mid-write
-        if isinstance(rec, dict) and rec.get("event") == "run" and "spec_key" in rec:
-            out.append(_current_key(rec, path.parent))
-    return out
-
-
-def _current_key(rec: dict[str, Any], out_dir: Path) -> dict[str, Any]:
-    """A record whose run directory is kept gets its key from that run's spec.yaml as this version
-    reads it: a field added since (with its default) then leaves finished runs reusable, while a
-    value the run really used, written in its spec.yaml, still counts."""
-    key = _kept_key(out_dir / rec["run_dir"]) if rec.get("run_dir") else None
-    return rec if key is None else {**rec, "spec_key": key}
 
 
 def _stats(values: list[float | None]) -> dict[str, float | None]:

@@ -5,6 +5,7 @@
     python tools/docs_tables.py fashion    # `make docs-fashion`: He 2016a Fig. 1/6 on Fashion-MNIST, its lesions and landscapes
     python tools/docs_tables.py usage      # only the `--help` texts (seconds)
     python tools/docs_tables.py render     # re-render every section from the JSON saved by earlier runs
+    python tools/docs_tables.py section NAME...  # rerun the commands of the named sections only, and write them
 
 Each table lives in a docs page between `<!-- generated: NAME -->` and `<!-- end -->`; this script
 replaces only what is between the markers, and writes beside each table the commands, the machine
@@ -112,14 +113,17 @@ def _jobs() -> dict[str, Job]:
                                               "--out", f"docs/figures/landscape-digits-{key}.png", "--json")))
     # Not fresh: a rerun reuses the grid's finished runs (their resolved specs match), so the
     # landscapes below can be redrawn without training again.
-    jobs.append(Job("degrade-fashion", ("degrade", "degrade/fashion-fig1", "--out", FASHION, "--json")))
+    # One thread a process: these jobs are run beside others on small machines, where torch's
+    # default of every core spins and runs many times slower (docs/maintainers.md).
+    jobs.append(Job("degrade-fashion", ("degrade", "degrade/fashion-fig1", "--out", FASHION, "--threads", "1", "--json")))
     jobs.append(Job("lesion-fashion-56", ("lesion", _fashion_run("residual", 56), "--compare", _fashion_run("plain", 56),
                                           "--max-k", "4", "--draws", "4",  # 17 passes over the 10k test images a net
+                                          "--threads", "1",
                                           "--out", "docs/figures/lesion-fashion-56.png", "--json")))
     for key, (depth, dims, points) in FASHION_LANDSCAPES.items():
         jobs.append(Job(f"landscape-fashion-{key}", (
             "landscape", _fashion_run("residual", depth), _fashion_run("plain", depth), "--dims", str(dims),
-            "--range", "-1", "1", "--points", str(points), "--samples", "1000",
+            "--range", "-1", "1", "--points", str(points), "--samples", "1000", "--threads", "1",
             "--out", f"docs/figures/landscape-fashion-{key}.png", "--json")))
     for study in STUDIES:
         out = f"runs/docs/ablate/{study}"
@@ -361,10 +365,15 @@ def render_section(section: Section) -> bool:
 
 def main(argv: list[str]) -> int:
     modes = {"quick": "docs", "studies": "docs-studies", "fashion": "docs-fashion", "usage": "usage"}
-    if len(argv) != 1 or argv[0] not in (*modes, "render"):
-        print("usage: python tools/docs_tables.py quick|studies|fashion|usage|render", file=sys.stderr)
+    names = {s.name for s in SECTIONS}
+    if argv[:1] == ["section"] and len(argv) > 1 and set(argv[1:]) <= names:
+        wanted = [s for s in SECTIONS if s.name in argv[1:]]
+    elif len(argv) == 1 and argv[0] in (*modes, "render"):
+        wanted = [s for s in SECTIONS if argv[0] == "render" or s.target == modes[argv[0]]]
+    else:
+        print("usage: python tools/docs_tables.py quick|studies|fashion|usage|render, or section NAME... "
+              f"(sections: {', '.join(sorted(names))})", file=sys.stderr)
         return 2
-    wanted = [s for s in SECTIONS if argv[0] == "render" or s.target == modes[argv[0]]]
     if argv[0] == "quick":  # the quick pages also show each command's current usage
         wanted += [s for s in SECTIONS if s.target == "usage"]
     failed = []

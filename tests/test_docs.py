@@ -238,3 +238,14 @@ def test_the_spec_reference_lists_every_field():
     text = (DOCS / "spec.md").read_text(encoding="utf-8")
     documented = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, flags=re.S).group(1))
     assert keys(documented) == keys(to_tree(Spec()))
+
+
+def test_section_mode_runs_only_the_named_sections_jobs(monkeypatch, capsys):
+    ran, written = [], []
+    monkeypatch.setattr(docs_tables, "run_job", lambda job: ran.append(job.name) or True)
+    monkeypatch.setattr(docs_tables, "render_section", lambda section: written.append(section.name) or True)
+    assert docs_tables.main(["section", "bench-data", "ablate-times"]) == 0
+    assert ran == [*(f"ablate-{s}" for s in docs_tables.STUDIES), "bench-data"]  # ablate-times reads all five
+    assert written == ["ablate-times", "bench-data"]  # in page order, nothing else
+    assert docs_tables.main(["section", "no-such-table"]) == 2
+    assert "sections:" in capsys.readouterr().err

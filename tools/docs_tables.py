@@ -75,6 +75,9 @@ LESION_SEEDS = (0, 1, 2)
 JACOBIAN_SEEDS = range(10)
 LANDSCAPES = {"26-1d": (26, 1, 41), "26-2d": (26, 2, 21), "56-1d": (56, 1, 41), "56-2d": (56, 2, 15)}
 STUDIES = ("shortcut", "activation", "projection", "depth", "zero-init")
+# He 2016b Tables 1 and 2 and the depth study on real images (`make docs-fashion-studies`, an hour each
+# on 2 cores): the studies' `fashion` presets, two workers of one thread each.
+FASHION_STUDIES = ("shortcut", "activation", "depth")
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
@@ -129,6 +132,12 @@ def _jobs() -> dict[str, Job]:
         out = f"runs/docs/ablate/{study}"
         jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--out", out,
                                             "--figure", f"docs/figures/ablate-{study}.png", "--json"), fresh=(out,)))
+    for study in FASHION_STUDIES:
+        out = f"runs/docs/ablate-fashion/{study}"
+        jobs.append(Job(f"ablate-fashion-{study}", ("ablate", study, "--preset", "fashion", "--jobs", "2",
+                                                    "--threads", "1", "--out", out,
+                                                    "--figure", f"docs/figures/ablate-fashion-{study}.png", "--json"),
+                        fresh=(out,)))
     for study in VIT_STUDIES:
         out = f"runs/docs/ablate/{study}"
         jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--jobs", "1", "--out", out,
@@ -277,6 +286,9 @@ def _sections() -> list[Section]:
     ]
     sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
                          target="docs-studies") for s in STUDIES]
+    sections += [Section(f"ablate-fashion-{s}", "ablate.md", (f"ablate-fashion-{s}",),
+                         lambda o, s=s: R.ablate_table(o[f"ablate-fashion-{s}"]), target="docs-fashion-studies")
+                 for s in FASHION_STUDIES]
     sections += [Section(f"ablate-{s}", "vit.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
                          target="docs-studies") for s in VIT_STUDIES]
     sections.append(Section("ablate-vit-times", "vit.md", tuple(f"ablate-{s}" for s in VIT_STUDIES),
@@ -364,14 +376,15 @@ def render_section(section: Section) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    modes = {"quick": "docs", "studies": "docs-studies", "fashion": "docs-fashion", "usage": "usage"}
+    modes = {"quick": "docs", "studies": "docs-studies", "fashion": "docs-fashion",
+             "fashion-studies": "docs-fashion-studies", "usage": "usage"}
     names = {s.name for s in SECTIONS}
     if argv[:1] == ["section"] and len(argv) > 1 and set(argv[1:]) <= names:
         wanted = [s for s in SECTIONS if s.name in argv[1:]]
     elif len(argv) == 1 and argv[0] in (*modes, "render"):
         wanted = [s for s in SECTIONS if argv[0] == "render" or s.target == modes[argv[0]]]
     else:
-        print("usage: python tools/docs_tables.py quick|studies|fashion|usage|render, or section NAME... "
+        print("usage: python tools/docs_tables.py quick|studies|fashion|fashion-studies|usage|render, or section NAME... "
               f"(sections: {', '.join(sorted(names))})", file=sys.stderr)
         return 2
     if argv[0] == "quick":  # the quick pages also show each command's current usage

@@ -215,7 +215,7 @@ def test_kill_mid_epoch_and_resume_is_bitwise_the_uninterrupted_run(tmp_path):
 
 
 def test_cutout_on_image_folders_is_per_batch_and_resumes(tmp_path):
-    from test_data import fake_folder, folder_spec
+    from test_image_folders import fake_folder, folder_spec
 
     fake_folder(tmp_path, {"a": (4, 1), "b": (4, 1)})
     d = D.load(folder_spec(tmp_path))

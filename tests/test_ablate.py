@@ -91,9 +91,11 @@ def test_fashion_presets_keep_the_rows_and_change_only_the_budget(name):
         pm, fm = p_row.spec.model, f_row.spec.model
         assert (fm.depth, fm.unit, fm.block, fm.downsample, fm.shortcut) == (pm.depth, pm.unit, pm.block, pm.downsample, pm.shortcut)
         f = f_row.spec
-        assert f.data.dataset == "fashion_mnist" and f.data.train_subset == 10000 and f.data.test_subset is None
-        # 10k images at batch 128: 79 iterations an epoch; the warm-up must end well inside the run.
-        assert f.optim.warmup_iters < 0.1 * f.optim.epochs * 79
+        assert f.data.dataset == "fashion_mnist" and f.data.train_subset and f.data.test_subset is None
+        # The papers' rate per example (He 2016a sec. 4.2: 0.1 at batch 128), whatever the batch.
+        assert f.optim.lr / f.optim.batch_size == pytest.approx(0.1 / 128)
+        total = f.optim.iters or f.optim.epochs * (f.data.train_subset // f.optim.batch_size)
+        assert f.optim.warmup_iters < 0.1 * total  # the warm-up ends well inside the run
 
 
 def test_shortcut_study_has_every_row_of_table_1():

@@ -204,6 +204,26 @@ def test_landscape_and_ablate_rows():
     assert times.splitlines()[2] == "| `shortcut` | 2 rows x 3 seeds | **7.7 min** | 10.6 min | 3.0 |"
 
 
+def test_ablate_order_counts_pairs_and_fails_by_hand():
+    def row(i, ours, paper, fail=False):
+        return {"event": "row", "index": i, "row": f"r{i}", "test_error_median": ours, "paper": paper, "fail": fail}
+
+    # Paper order 1 < 2 < 3 < 4 < 6; ours 2 < 1 < 3 < 6, and 4 diverged (last). Of the 10 pairs, (4, 6)
+    # both fail here and is left out; of the other 9, (1, 2) is swapped: 8 kept. Row 5 is a paper
+    # "fail" that fails here; rows 4 and 6, which the paper trains, do not train.
+    records = [row(1, 3.0, 6.0), row(2, 2.0, 7.0), row(3, 9.0, 8.0), row(4, None, 12.0),
+               row(5, 88.0, "fail", True), row(6, 90.0, 13.0, True)]
+    assert R.ablate_order(records) == (
+        "Rows with a paper figure, best first: paper 1 < 2 < 3 < 4 < 6; ours 2 < 1 < 3 < 6 < 4. "
+        "Pairs in the paper's order (leaving out pairs that both fail here): 8 of 9. "
+        "The paper's \"fail\" rows failing here: 1 of 1. Rows the paper trains that fail here: 4, 6.\n")
+    # A tie of ours counts against the paper's order; no fail rows anywhere: no fail sentences.
+    tied = [row(1, 3.0, 7.0), row(2, 3.0, 6.0)]
+    assert R.ablate_order(tied) == (
+        "Rows with a paper figure, best first: paper 2 < 1; ours 1 = 2. "
+        "Pairs in the paper's order (leaving out pairs that both fail here): 0 of 1.\n")
+
+
 def test_the_note_names_command_machine_and_wall_time():
     section = next(s for s in docs_tables.SECTIONS if s.name == "plot")
     meta = {"command": "resnet plot a b --json", "wall_s": 3.2, "machine": "AMD EPYC 9B14, 2 cores", "load_1min": 1.5,

@@ -285,10 +285,10 @@ def _sections() -> list[Section]:
                 lambda o: R.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
                 target="docs-studies"),
     ]
-    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
+    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: _study(o[f"ablate-{s}"]),
                          target="docs-studies") for s in STUDIES]
     sections += [Section(f"ablate-fashion-{s}", "ablate.md", (f"ablate-fashion-{s}",),
-                         lambda o, s=s: R.ablate_table(o[f"ablate-fashion-{s}"]), target="docs-fashion-studies")
+                         lambda o, s=s: _study(o[f"ablate-fashion-{s}"]), target="docs-fashion-studies")
                  for s in FASHION_STUDIES]
     sections += [Section(f"ablate-{s}", "vit.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
                          target="docs-studies") for s in VIT_STUDIES]
@@ -312,6 +312,11 @@ def _sections() -> list[Section]:
     sections += [Section(f"usage-{c}", f"{c}.md", (f"usage-{c}",), lambda o, c=c: R.usage_block(o[f"usage-{c}"]),
                          target="usage") for c in COMMANDS]
     return sections
+
+
+def _study(records: list[dict[str, Any]]) -> str:
+    """A study's table, then its rows' order against the paper's."""
+    return R.ablate_table(records) + "\n" + R.ablate_order(records)
 
 
 def _degrade_findings() -> list[dict[str, Any]] | None:

@@ -311,6 +311,45 @@ def ablate_table(records: list[dict[str, Any]]) -> str:
     return md_table(["#", "row", "ours: median %", "mean ± std (n)", "train loss", "status", "paper %"], rows)
 
 
+def ablate_order(records: list[dict[str, Any]]) -> str:
+    """The rows' order against the paper's, for the reading under a study table: the rows the paper
+    gives a figure for, best first, both ways (a row with no figure of ours, diverged, goes last);
+    how many pairs keep the paper's order (a tie of ours counts against, two rows failing here are
+    not a pair); and the paper's "fail"s."""
+    rows = [r for r in records if r.get("event") == "row"]
+    numeric = [r for r in rows if isinstance(r["paper"], (int, float))]
+
+    def ours(r: dict[str, Any]) -> float:
+        return math.inf if r["test_error_median"] is None else r["test_error_median"]
+
+    def failed(r: dict[str, Any]) -> bool:
+        return bool(r.get("fail")) or r["test_error_median"] is None
+
+    def chain(ranked: list[dict[str, Any]], key) -> str:
+        out = str(ranked[0]["index"])
+        for prev, r in zip(ranked, ranked[1:]):
+            out += (" = " if key(prev) == key(r) else " < ") + str(r["index"])
+        return out
+
+    parts = []
+    if len(numeric) >= 2:
+        # Two rows that both fail here sit at chance: their order is noise, so the pair is left out.
+        pairs = [(a, b) for i, a in enumerate(numeric) for b in numeric[i + 1:]
+                 if a["paper"] != b["paper"] and not (failed(a) and failed(b))]
+        kept = sum((ours(a) < ours(b)) == (a["paper"] < b["paper"]) and ours(a) != ours(b) for a, b in pairs)
+        theirs = chain(sorted(numeric, key=lambda r: r["paper"]), lambda r: r["paper"])
+        parts.append(f"Rows with a paper figure, best first: paper {theirs}; ours {chain(sorted(numeric, key=ours), ours)}. "
+                     f"Pairs in the paper's order (leaving out pairs that both fail here): {kept} of {len(pairs)}.")
+    paper_fails = [r for r in rows if r["paper"] == "fail"]
+    if paper_fails:
+        here = [str(r["index"]) for r in paper_fails if failed(r)]
+        parts.append(f"The paper's \"fail\" rows failing here: {len(here)} of {len(paper_fails)}.")
+    trained = [str(r["index"]) for r in numeric if failed(r)]
+    if any(r.get("fail") for r in rows) or paper_fails:
+        parts.append("Rows the paper trains that fail here: " + (", ".join(trained) if trained else "none") + ".")
+    return " ".join(parts) + "\n" if parts else ""
+
+
 def ablate_times_table(studies: list[tuple[str, list[dict[str, Any]], dict[str, Any]]]) -> str:
     rows = []
     for name, records, meta in studies:

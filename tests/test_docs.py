@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import docs_tables  # noqa: E402
 import renderers as R  # noqa: E402
+import renderers_studies as S  # noqa: E402
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HTML_SRC = re.compile(r"<img[^>]*\ssrc=\"([^\"]+)\"")
@@ -196,11 +197,11 @@ def test_landscape_and_ablate_rows():
           "test_error_std": 1.283, "n": 3, "train_loss": 0.011898, "status": "completed", "paper": 6.61}
     failed = {**ok, "index": 2, "row": "constant scaling 0 / 1 (plain)", "test_error_median": 88.89, "fail": True,
               "paper": "fail"}
-    lines = R.ablate_table([ok, row, failed]).splitlines()
+    lines = S.ablate_table([ok, row, failed]).splitlines()
     assert lines[2] == "| 1 | original (identity) | 2.50 | 3.24 ± 1.28 (3) | 0.0119 | completed | 6.61 |"
     assert lines[3] == "| 11 | dropout shortcut, p 0.5 | - | - | - | diverged | fail |"
     assert lines[4] == "| 2 | constant scaling 0 / 1 (plain) | 88.89 **fail** | 3.24 ± 1.28 (3) | 0.0119 | completed | fail |"
-    times = R.ablate_times_table([("shortcut", [ok, row], {"wall_s": 464.0, "cpu_user_s": 635.0, "load_1min": 3.0})])
+    times = S.ablate_times_table([("shortcut", [ok, row], {"wall_s": 464.0, "cpu_user_s": 635.0, "load_1min": 3.0})])
     assert times.splitlines()[2] == "| `shortcut` | 2 rows x 3 seeds | **7.7 min** | 10.6 min | 3.0 |"
 
 
@@ -213,13 +214,13 @@ def test_ablate_order_counts_pairs_and_fails_by_hand():
     # "fail" that fails here; rows 4 and 6, which the paper trains, do not train.
     records = [row(1, 3.0, 6.0), row(2, 2.0, 7.0), row(3, 9.0, 8.0), row(4, None, 12.0),
                row(5, 88.0, "fail", True), row(6, 90.0, 13.0, True)]
-    assert R.ablate_order(records) == (
+    assert S.ablate_order(records) == (
         "Rows with a paper figure, best first: paper 1 < 2 < 3 < 4 < 6; ours 2 < 1 < 3 < 6 < 4. "
         "Pairs in the paper's order (leaving out pairs that both fail here): 8 of 9. "
         "The paper's \"fail\" rows failing here: 1 of 1. Rows the paper trains that fail here: 4, 6.\n")
     # A tie of ours counts against the paper's order; no fail rows anywhere: no fail sentences.
     tied = [row(1, 3.0, 7.0), row(2, 3.0, 6.0)]
-    assert R.ablate_order(tied) == (
+    assert S.ablate_order(tied) == (
         "Rows with a paper figure, best first: paper 2 < 1; ours 1 = 2. "
         "Pairs in the paper's order (leaving out pairs that both fail here): 0 of 1.\n")
 

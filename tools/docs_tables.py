@@ -3,6 +3,7 @@
     python tools/docs_tables.py quick      # `make docs`: digits runs, degrade, gradnorm, plot, lesion, landscape
     python tools/docs_tables.py studies    # `make docs-studies`: the five quick ablation studies, the benchmarks
     python tools/docs_tables.py fashion    # `make docs-fashion`: He 2016a Fig. 1/6 on Fashion-MNIST, its lesions and landscapes
+    python tools/docs_tables.py fashion-studies  # `make docs-fashion-studies`: Tables 1, 2 and depth on Fashion-MNIST
     python tools/docs_tables.py usage      # only the `--help` texts (seconds)
     python tools/docs_tables.py render     # re-render every section from the JSON saved by earlier runs
     python tools/docs_tables.py section NAME...  # rerun the commands of the named sections only, and write them
@@ -13,46 +14,31 @@ and the wall time. Commands run as `python -m resnet_cli ... --json` (this inter
 stdout is kept in runs/docs/json/JOB.jsonl with JOB.meta.json, so a table can be re-rendered (and
 a renderer changed) without training again. Figures come from the commands' own `--out`/`--figure`.
 
-Not part of the package: nothing under resnet_cli/ imports this file. Renderers are pure functions
-from JSON records to markdown (tests/test_docs.py feeds them small hand-made inputs).
+Not part of the package: nothing under resnet_cli/ imports this file. docs_jobs.py runs one command
+and keeps its output; renderers.py and renderers_studies.py are pure functions from JSON records to
+markdown (tests/test_docs.py feeds them small hand-made inputs).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
-import platform
 import re
-import resource
 import shutil
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import renderers as R  # tools/renderers.py: the markdown of each table
+import renderers_studies as S  # the same for resnet ablate and resnet bench
+from docs_jobs import JSON_DIR, ROOT, WORK, Job, run_job  # running one command and keeping its output
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 FIGURES = DOCS / "figures"
-WORK = ROOT / "runs" / "docs"
-JSON_DIR = WORK / "json"
 
 MARKER = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end -->)", re.S)
 
 
 # --- jobs: one command each --------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Job:
-    name: str
-    argv: tuple[str, ...]                 # after `resnet`
-    fresh: tuple[str, ...] = ()           # paths (relative to ROOT) removed first: these runs start from scratch
-    json_lines: bool = True               # False: keep stdout as text (`--help`)
-
 
 def _fashion_run(net: str, depth: int) -> str:
     return f"{FASHION}/runs/{net}-{depth}-seed0"
@@ -161,58 +147,6 @@ def _jobs() -> dict[str, Job]:
 JOBS = _jobs()
 
 
-def machine() -> str:
-    """CPU model and cores (and GPUs, where nvidia-smi lists any): what a reader needs to weigh a wall time."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    text = f"{cpu}, {os.cpu_count()} cores"
-    if shutil.which("nvidia-smi"):
-        gpus = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.strip().splitlines()
-        if gpus:
-            text += f", {len(gpus)} GPU(s): {gpus[0].split(' (')[0].split(': ', 1)[-1]}"
-    return text
-
-
-def _commit() -> str:
-    """The commit measured; `+changes` when the working tree differed from it (outside docs/ and runs/)."""
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":!docs", ":!runs"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
-    return (out.stdout.strip() or "unknown") + ("+changes" if dirty else "")
-
-
-def run_job(job: Job) -> bool:
-    """Run one command, keep its stdout and a meta record; False (with the reason on stderr) if it failed."""
-    for rel in job.fresh:
-        shutil.rmtree(ROOT / rel, ignore_errors=True)
-    JSON_DIR.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "resnet_cli", *job.argv]
-    env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
-    print(f"docs: resnet {' '.join(job.argv)}", file=sys.stderr, flush=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        print(f"docs: {job.name} failed (exit {proc.returncode}); its sections keep their old text", file=sys.stderr)
-        return False
-    suffix = ".jsonl" if job.json_lines else ".txt"
-    (JSON_DIR / f"{job.name}{suffix}").write_text(proc.stdout, encoding="utf-8")
-    meta = {"command": "resnet " + " ".join(job.argv), "wall_s": round(wall, 1),
-            "cpu_user_s": round(after.ru_utime - before.ru_utime, 1), "machine": machine(), "commit": _commit(),
-            "load_1min": round(os.getloadavg()[0], 1),
-            "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")}
-    (JSON_DIR / f"{job.name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    return True
-
-
 def load(name: str) -> tuple[Any, dict[str, Any]]:
     """A job's saved output (a list of JSON records, or the text) and its meta record."""
     meta = json.loads((JSON_DIR / f"{name}.meta.json").read_text(encoding="utf-8"))
@@ -282,7 +216,7 @@ def _sections() -> list[Section]:
                          "--range -1 1 --points P --samples 1000 --out docs/figures/landscape-fashion-D-Nd.png --json` "
                          "for the four grids in the table"),
         Section("ablate-times", "ablate.md", tuple(f"ablate-{s}" for s in STUDIES),
-                lambda o: R.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
+                lambda o: S.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
                 target="docs-studies"),
     ]
     sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: _study(o[f"ablate-{s}"]),
@@ -290,23 +224,23 @@ def _sections() -> list[Section]:
     sections += [Section(f"ablate-fashion-{s}", "ablate.md", (f"ablate-fashion-{s}",),
                          lambda o, s=s: _study(o[f"ablate-fashion-{s}"]), target="docs-fashion-studies")
                  for s in FASHION_STUDIES]
-    sections += [Section(f"ablate-{s}", "vit.md", (f"ablate-{s}",), lambda o, s=s: R.ablate_table(o[f"ablate-{s}"]),
+    sections += [Section(f"ablate-{s}", "vit.md", (f"ablate-{s}",), lambda o, s=s: S.ablate_table(o[f"ablate-{s}"]),
                          target="docs-studies") for s in VIT_STUDIES]
     sections.append(Section("ablate-vit-times", "vit.md", tuple(f"ablate-{s}" for s in VIT_STUDIES),
-                            lambda o: R.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1])
+                            lambda o: S.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1])
                                                             for s in VIT_STUDIES]), target="docs-studies"))
     sections.append(Section("gradnorm-vit", "vit.md", tuple(f"gradnorm-vit-{i}" for i in VIT_GRADNORM),
                             lambda o: R.vit_gradnorm_table([(i, o[f"gradnorm-vit-{i}"]) for i in VIT_GRADNORM]),
                             target="docs-studies"))
     sections += [
         Section("bench-train", "bench.md", tuple(f"bench-{d}" for d in BENCH_TRAIN),
-                lambda o: R.bench_train_table([(f"ResNet-{d}", "resnet " + " ".join(JOBS[f"bench-{d}"].argv[:-1]),
+                lambda o: S.bench_train_table([(f"ResNet-{d}", "resnet " + " ".join(JOBS[f"bench-{d}"].argv[:-1]),
                                                 o[f"bench-{d}"]) for d in BENCH_TRAIN]), target="docs-studies"),
-        Section("bench-data", "bench.md", ("bench-data",), lambda o: R.bench_data_table(o["bench-data"]),
+        Section("bench-data", "bench.md", ("bench-data",), lambda o: S.bench_data_table(o["bench-data"]),
                 target="docs-studies"),
-        Section("bench-vary", "bench.md", ("bench-vary",), lambda o: R.bench_vary_table(o["bench-vary"]),
+        Section("bench-vary", "bench.md", ("bench-vary",), lambda o: S.bench_vary_table(o["bench-vary"]),
                 target="docs-studies"),
-        Section("bench-memory", "bench.md", ("bench-memory",), lambda o: R.bench_memory_table(o["bench-memory"]),
+        Section("bench-memory", "bench.md", ("bench-memory",), lambda o: S.bench_memory_table(o["bench-memory"]),
                 target="docs-studies"),
     ]
     sections += [Section(f"usage-{c}", f"{c}.md", (f"usage-{c}",), lambda o, c=c: R.usage_block(o[f"usage-{c}"]),
@@ -316,7 +250,7 @@ def _sections() -> list[Section]:
 
 def _study(records: list[dict[str, Any]]) -> str:
     """A study's table, then its rows' order against the paper's."""
-    return R.ablate_table(records) + "\n" + R.ablate_order(records)
+    return S.ablate_table(records) + "\n" + S.ablate_order(records)
 
 
 def _degrade_findings() -> list[dict[str, Any]] | None:

@@ -45,7 +45,7 @@ docs-studies: $(STAMP)  ## the five quick ablation studies and the benchmarks (a
 docs-fashion: $(STAMP)  ## He 2016a Fig. 1/6 on Fashion-MNIST, with its lesions and landscapes (about 90 minutes on 2 cores; needs the data)
 	$(BIN)/python tools/docs_tables.py fashion
 
-docs-fashion-studies: $(STAMP)  ## He 2016b Tables 1, 2 and the depth study on Fashion-MNIST (about an hour each on 2 cores; needs the data)
+docs-fashion-studies: $(STAMP)  ## He 2016b Tables 1, 2 and the depth study on Fashion-MNIST (an hour or more each on 2 cores; needs the data)
 	$(BIN)/python tools/docs_tables.py fashion-studies
 
 clean:

@@ -61,8 +61,8 @@ LESION_SEEDS = (0, 1, 2)
 JACOBIAN_SEEDS = range(10)
 LANDSCAPES = {"26-1d": (26, 1, 41), "26-2d": (26, 2, 21), "56-1d": (56, 1, 41), "56-2d": (56, 2, 15)}
 STUDIES = ("shortcut", "activation", "projection", "depth", "zero-init")
-# He 2016b Tables 1 and 2 and the depth study on real images (`make docs-fashion-studies`, an hour each
-# on 2 cores): the studies' `fashion` presets, two workers of one thread each.
+# He 2016b Tables 1 and 2 and the depth study on real images (`make docs-fashion-studies`, an hour or more
+# each on 2 cores): the studies' `fashion` presets, two workers of one thread each.
 FASHION_STUDIES = ("shortcut", "activation", "depth")
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure

@@ -124,6 +124,24 @@ def test_lesion_cli_residual_vs_plain(runs, tmp_path):
     assert fig.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("name", ["residual8", "plain8"])
+def test_one_pass_errors_equal_evaluating_each_lesioned_net(name, runs):
+    """errors() starts each lesioned forward from the intact net's activation at its first deleted
+    unit; the reference is train.evaluate() on the lesioned net, which runs the whole forward."""
+    from resnet_cli.experiments.trained import load_run, runtime_for
+    from resnet_cli.train import evaluate
+
+    trained = load_run(runs[name])
+    rt = runtime_for(trained.device)
+    picks = [(), (0,), (1,), (2,), (0, 2), (1, 2), (0, 1, 2), (2, 0)]
+    got = L.errors(trained.model, trained.data, rt, picks, batch_size=128)  # several batches
+    for pick, (loss, err) in zip(picks, got):
+        with L.lesioned(trained.model, list(pick)):
+            want_loss, want_err = evaluate(trained.model, trained.data, "test", rt, batch_size=128)
+        assert err == want_err and loss == pytest.approx(want_loss, rel=1e-6), pick
+    assert len({err for _, err in got}) > 1  # the picks are different nets
+
+
 def bad_run_dir(kind, good, tmp_path):
     bad = tmp_path / "bad"
     if kind == "missing":

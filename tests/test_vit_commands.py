@@ -45,6 +45,16 @@ def test_lesion_names_each_unit_by_block_and_sublayer(vit_run):
     assert [u["name"] for u in units] == ["block1.attn", "block1.mlp", "block2.attn", "block2.mlp"]
     assert all(u["deletion"] == "branch->0" and u["test_error"] is not None for u in units)
     assert units[0]["label"] == "ViT-2 (pre_ln)"
+    # each one-pass figure (started from the intact net's stream) is that of the whole lesioned net
+    from resnet_cli.experiments import lesion as L
+    from resnet_cli.experiments.trained import load_run, runtime_for
+    from resnet_cli.train import evaluate
+
+    trained = load_run(vit_run)
+    rt = runtime_for(trained.device)
+    for u in units:
+        with L.lesioned(trained.model, [u["unit"] - 1]):
+            assert evaluate(trained.model, trained.data, "test", rt)[1] == u["test_error"]
 
 
 def test_landscape_runs_on_a_vit(vit_run, tmp_path):

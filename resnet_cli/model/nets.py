@@ -37,6 +37,10 @@ class ResNet(nn.Module):
         else:
             for unit in self.units:
                 x = unit(x)
+        return self.head(x)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """The last unit's output to logits; analyses that run the units themselves end here."""
         x = self.head_act(x)
         x = self.pool(x).flatten(1)  # (N, C_last)
         return self.fc(x)  # (N, classes)

@@ -225,6 +225,22 @@ def test_ablate_order_counts_pairs_and_fails_by_hand():
         "Pairs in the paper's order (leaving out pairs that both fail here): 0 of 1.\n")
 
 
+def test_ablate_order_within_groups_by_hand():
+    def row(i, label, ours, paper):
+        return {"event": "row", "index": i, "row": label, "test_error_median": ours, "paper": paper, "fail": False}
+
+    # Within 110: paper 2 < 1, ours 1 < 2 (0 of 1 kept). Within 164: paper 3 < 4, ours 3 < 4 (1 of 1).
+    # Across the nets (1 vs 3, say) nothing is counted: 4 pairs ungrouped, 2 grouped.
+    records = [row(1, "(a) original, 110", 10.0, 6.61), row(2, "(e) full pre-activation, 110", 12.0, 6.37),
+               row(3, "(e) full pre-activation, 164", 30.0, 5.46), row(4, "(a) original, 164", 31.0, 5.93)]
+    assert S.ablate_order(records, docs_tables.ORDER_GROUPS["activation"]) == (
+        "ResNet-110: rows with a paper figure, best first: paper 2 < 1; ours 1 < 2. "
+        "Pairs in the paper's order (leaving out pairs that both fail here): 0 of 1. "
+        "ResNet-164: rows with a paper figure, best first: paper 3 < 4; ours 3 < 4. "
+        "Pairs in the paper's order (leaving out pairs that both fail here): 1 of 1.\n")
+    assert "of 6." in S.ablate_order(records)  # ungrouped: every pair counts
+
+
 def test_the_note_names_command_machine_and_wall_time():
     section = next(s for s in docs_tables.SECTIONS if s.name == "plot")
     meta = {"command": "resnet plot a b --json", "wall_s": 3.2, "machine": "AMD EPYC 9B14, 2 cores", "load_1min": 1.5,

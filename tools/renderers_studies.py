@@ -7,7 +7,7 @@ Pure functions, as there: records in, markdown out, checked by tests/test_docs.p
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from renderers import DASH, count, duration, fixed, md_table
 
@@ -36,13 +36,13 @@ def ablate_table(records: list[dict[str, Any]]) -> str:
     return md_table(["#", "row", "ours: median %", "mean ± std (n)", "train loss", "status", "paper %"], rows)
 
 
-def ablate_order(records: list[dict[str, Any]]) -> str:
+def ablate_order(records: list[dict[str, Any]], group: Callable[[str], str] | None = None) -> str:
     """The rows' order against the paper's, for the reading under a study table: the rows the paper
     gives a figure for, best first, both ways (a row with no figure of ours, diverged, goes last);
     how many pairs keep the paper's order (a tie of ours counts against, two rows failing here are
-    not a pair); and the paper's "fail"s."""
+    not a pair); and the paper's "fail"s. `group` (row label -> group name) compares rows only
+    within their group, as He 2016b Table 2 compares the unit orderings of one net at a time."""
     rows = [r for r in records if r.get("event") == "row"]
-    numeric = [r for r in rows if isinstance(r["paper"], (int, float))]
 
     def ours(r: dict[str, Any]) -> float:
         return math.inf if r["test_error_median"] is None else r["test_error_median"]
@@ -56,15 +56,21 @@ def ablate_order(records: list[dict[str, Any]]) -> str:
             out += (" = " if key(prev) == key(r) else " < ") + str(r["index"])
         return out
 
-    parts = []
-    if len(numeric) >= 2:
+    def order(numeric: list[dict[str, Any]], name: str) -> str:
         # Two rows that both fail here sit at chance: their order is noise, so the pair is left out.
         pairs = [(a, b) for i, a in enumerate(numeric) for b in numeric[i + 1:]
                  if a["paper"] != b["paper"] and not (failed(a) and failed(b))]
         kept = sum((ours(a) < ours(b)) == (a["paper"] < b["paper"]) and ours(a) != ours(b) for a, b in pairs)
         theirs = chain(sorted(numeric, key=lambda r: r["paper"]), lambda r: r["paper"])
-        parts.append(f"Rows with a paper figure, best first: paper {theirs}; ours {chain(sorted(numeric, key=ours), ours)}. "
-                     f"Pairs in the paper's order (leaving out pairs that both fail here): {kept} of {len(pairs)}.")
+        return (f"{name}, best first: paper {theirs}; ours {chain(sorted(numeric, key=ours), ours)}. "
+                f"Pairs in the paper's order (leaving out pairs that both fail here): {kept} of {len(pairs)}.")
+
+    numeric = [r for r in rows if isinstance(r["paper"], (int, float))]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in numeric:
+        groups.setdefault(group(r["row"]) if group else "", []).append(r)
+    parts = [order(members, f"{key}: rows with a paper figure" if key else "Rows with a paper figure")
+             for key, members in groups.items() if len(members) >= 2]
     paper_fails = [r for r in rows if r["paper"] == "fail"]
     if paper_fails:
         here = [str(r["index"]) for r in paper_fails if failed(r)]

@@ -338,7 +338,10 @@ def figure(table: StudyTable, path: str | Path) -> Path:
     rows = table.rows
     xs = list(range(len(rows)))
     medians = [row.median() for row in rows]
-    finite = [m for m in medians if m is not None] + [p for row in rows if isinstance(p := row.paper, (int, float))]
+    # Room for every seed's dot and the top of every error bar, not only the medians: a row whose
+    # seeds are far apart would otherwise lose its worst seed off the top of the axis.
+    finite = [e for row in rows for e in row.errors] + [p for row in rows if isinstance(p := row.paper, (int, float))]
+    finite += [med + std for row, med in zip(rows, medians) if med is not None and (std := row.std()) is not None]
     top = max(finite + [1.0]) * 1.15
     fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(rows) + 2), 4.2))
     for x, row, med in zip(xs, rows, medians):

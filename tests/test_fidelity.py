@@ -199,8 +199,12 @@ def test_study_figure_shows_every_seed(tmp_path, monkeypatch):
     (table,) = report.aggregate(report.collect(tmp_path))
     row = table.rows[0]
     seen, real = {}, figures.save
-    monkeypatch.setattr(figures, "save", lambda fig, path: seen.setdefault("top", fig.axes[0].get_ylim()[1])
-                        and real(fig, path))
+
+    def save(fig, path):  # the y-axis as drawn, then the real save
+        seen["top"] = fig.axes[0].get_ylim()[1]
+        return real(fig, path)
+
+    monkeypatch.setattr(figures, "save", save)
     report.figure(table, tmp_path / "fig.png")
     assert seen["top"] > 80.0 and seen["top"] > row.median() + row.std()
 

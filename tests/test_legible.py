@@ -198,7 +198,7 @@ def test_configs_table_is_legible_at_80_columns(monkeypatch):
 # Threads
 
 
-COMPUTING = ["train", "degrade", "gradnorm", "bench", "lesion", "landscape"]
+COMPUTING = ["train", "degrade", "gradnorm", "bench", "lesion", "landscape", "paths", "eval"]
 
 
 @pytest.mark.parametrize("command", COMPUTING)
@@ -222,7 +222,7 @@ def test_digits_configs_resolve_to_one_thread(name):
     assert spec_mod.build(f"digits/{name}").run.threads == 1
 
 
-def test_lesion_and_landscape_take_the_runs_thread_count_or_the_flag(tmp_path):
+def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path):
     runner = CliRunner()
     run = tmp_path / "r8"
     res = runner.invoke(app, ["train", "digits/residual8", "--epochs", "1", "--set", "model.widths=[4]",
@@ -235,6 +235,12 @@ def test_lesion_and_landscape_take_the_runs_thread_count_or_the_flag(tmp_path):
         assert torch.get_num_threads() == 1  # the run trained with run.threads 1
         res = runner.invoke(app, ["landscape", str(run), "--points", "3", "--samples", "50", "--threads", "2",
                                   "--out", str(tmp_path / "s.png")])
+        assert res.exit_code == 0, res.output
+        assert torch.get_num_threads() == 2
+        res = runner.invoke(app, ["paths", str(run), "--samples", "1", "--out", str(tmp_path / "p.png")])
+        assert res.exit_code == 0, res.output
+        assert torch.get_num_threads() == 1  # the run's own run.threads again
+        res = runner.invoke(app, ["paths", str(run), "--samples", "1", "--threads", "2", "--out", str(tmp_path / "p.png")])
         assert res.exit_code == 0, res.output
         assert torch.get_num_threads() == 2
     finally:

@@ -33,8 +33,8 @@ PAPER = ("Veit et al. 2016, ResNet-110 on CIFAR-10 (54 units): almost all of the
 
 @command()
 def paths(sources: Sources, init: Init = False, with_init: WithInit = False, samples: Samples = 50, mass: Mass = 0.9,
-          batch_size: BatchSize = None, seed: Seed = 0, device: Device = "auto", set_: common.Set = None,
-          out: FigOut = None, json_: common.Json = False) -> None:
+          batch_size: BatchSize = None, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
+          set_: common.Set = None, out: FigOut = None, json_: common.Json = False) -> None:
     """Gradient carried by paths of each length: backward through k units' branches, the other units' shortcuts."""
     from .. import output
     from ..errors import UserError
@@ -55,6 +55,7 @@ def paths(sources: Sources, init: Init = False, with_init: WithInit = False, sam
     dev = pick_device(device)
     states = [True] if init else [False, True] if with_init else [False]
     nets = [(at_init, *_load(s, at_init, set_ or [], dev)) for s in sources for at_init in states]
+    common.set_threads(threads, default=nets[0][4].run.threads)  # before the first backward pass
     results = []
     for at_init, label, source, model, spec, data in nets:
         if data.train is None:

@@ -225,6 +225,15 @@ def test_ablate_order_counts_pairs_and_fails_by_hand():
         "Pairs in the paper's order (leaving out pairs that both fail here): 0 of 1.\n")
 
 
+def test_export_table_by_hand():
+    rec = {"event": "export", "format": "onnx", "file": "res26.onnx",
+           "check": {"images": 16, "max_abs_diff": 5.72e-06, "tolerance": 2.875e-05,
+                     "against": [{"batch": 16, "max_abs_diff": 5.72e-06}, {"batch": 4, "max_abs_diff": 5.007e-06}]}}
+    lines = R.export_table([{"event": "figure"}, rec], {"res26.onnx": 337007}).splitlines()
+    assert len(lines) == 3
+    assert lines[2] == "| `onnx` | 5.72e-06 | 5.72e-06 at batch 16, 5.01e-06 at batch 4 | 2.88e-05 | 337 kB |"
+
+
 def test_ablate_order_within_groups_by_hand():
     def row(i, label, ours, paper):
         return {"event": "row", "index": i, "row": label, "test_error_median": ours, "paper": paper, "fail": False}

@@ -60,10 +60,12 @@ TRAIN_RUNS = [(n, 0) for n in TRAIN_NETS] + [(n, s) for s in (1, 2) for n in ("p
 LESION_SEEDS = (0, 1, 2)
 JACOBIAN_SEEDS = range(10)
 LANDSCAPES = {"26-1d": (26, 1, 41), "26-2d": (26, 2, 21), "56-1d": (56, 1, 41), "56-2d": (56, 2, 15)}
-STUDIES = ("shortcut", "activation", "projection", "depth", "zero-init")
+STUDIES = ("shortcut", "activation", "activation-modern", "projection", "depth", "zero-init")
 # He 2016b Tables 1 and 2 and the depth study on real images (`make docs-fashion-studies`, an hour or more
 # each on 2 cores): the studies' `fashion` presets, two workers of one thread each.
 FASHION_STUDIES = ("shortcut", "activation", "depth")
+EXPORT = "runs/docs/export"  # docs/export.md: the digits ResNet-26 in each format, format -> file name
+EXPORT_FORMATS = {"torchscript": "res26.pt", "onnx": "res26.onnx", "state_dict": "res26-weights.pt"}
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
@@ -105,6 +107,11 @@ def _jobs() -> dict[str, Job]:
     # landscapes below can be redrawn without training again.
     # One thread a process: these jobs are run beside others on small machines, where torch's
     # default of every core spins and runs many times slower (docs/maintainers.md).
+    for fmt, name in EXPORT_FORMATS.items():
+        jobs.append(Job(f"export-{fmt}", ("export", _run_dir("residual26", 0), "--format", fmt,
+                                          "--out", f"{EXPORT}/{fmt}/{name}", "--json"), fresh=(f"{EXPORT}/{fmt}",)))
+    jobs.append(Job("degrade-vit", ("degrade", "degrade/vit-digits", "--out", "runs/docs/degrade-vit", "--threads", "1",
+                                    "--json"), fresh=("runs/docs/degrade-vit",)))
     jobs.append(Job("degrade-fashion", ("degrade", "degrade/fashion-fig1", "--out", FASHION, "--threads", "1", "--json")))
     # Alone on the machine (nothing else in this job runs beside it): both cores, about half the time.
     jobs.append(Job("lesion-fashion-56", ("lesion", _fashion_run("residual", 56), "--compare", _fashion_run("plain", 56),
@@ -208,6 +215,10 @@ def _sections() -> list[Section]:
                 lambda o: R.landscape_table([r for k in LANDSCAPES for r in o[f"landscape-{k}"]]),
                 commands="`resnet landscape runs/docs/residualD-s0 runs/docs/plainD-s0 --dims N --range -1 1 --points P "
                          "--out docs/figures/landscape-digits-D-Nd.png --json` for the four grids in the table"),
+        Section("export", "export.md", tuple(f"export-{f}" for f in EXPORT_FORMATS),
+                lambda o: R.export_table([r for f in EXPORT_FORMATS for r in o[f"export-{f}"]], _export_sizes())),
+        Section("degrade-vit", "vit.md", ("degrade-vit",), lambda o: R.degrade_table(o["degrade-vit"]),
+                target="docs-studies", copies=(("runs/docs/degrade-vit/degrade.png", "docs/figures/degrade-vit-digits.png"),)),
         Section("degrade-fashion", "degrade.md", ("degrade-fashion",),
                 lambda o: R.degrade_table(o["degrade-fashion"]) + R.he2016a_table(*_fashion_result()),
                 target="docs-fashion", copies=((f"{FASHION}/degrade.png", "docs/figures/degrade-fashion.png"),)),
@@ -260,6 +271,10 @@ ORDER_GROUPS = {"activation": lambda label: "ResNet-" + label.rsplit(", ", 1)[-1
 def _study(records: list[dict[str, Any]], study: str = "") -> str:
     """A study's table, then its rows' order against the paper's."""
     return S.ablate_table(records) + "\n" + S.ablate_order(records, ORDER_GROUPS.get(study))
+
+
+def _export_sizes() -> dict[str, int]:
+    return {name: (ROOT / EXPORT / fmt / name).stat().st_size for fmt, name in EXPORT_FORMATS.items()}
 
 
 def _degrade_findings() -> list[dict[str, Any]] | None:

@@ -289,3 +289,16 @@ def landscape_table(records: list[dict[str, Any]]) -> str:
 def usage_block(text: str) -> str:
     """`resnet CMD --help` as a code block; run as `python -m resnet_cli`, Click names it so."""
     return "```text\n" + text.replace("python -m resnet_cli", "resnet").rstrip() + "\n```\n"
+
+
+def export_table(records: list[dict[str, Any]], sizes: dict[str, int]) -> str:
+    """One row per exported file: the read-back check against the live net's logits (each batch
+    it was run at) and the file's size in kB (`sizes`: file name -> bytes)."""
+    rows = []
+    for r in records:
+        if r.get("event") != "export":
+            continue
+        batches = ", ".join(f"{c['max_abs_diff']:.3g} at batch {c['batch']}" for c in r["check"]["against"])
+        rows.append((f"`{r['format']}`", f"{r['check']['max_abs_diff']:.3g}", batches,
+                     f"{r['check']['tolerance']:.3g}", f"{sizes[r['file']] / 1000:.0f} kB"))
+    return md_table(["format", "max \\|logit difference\\|", "per batch", "allowed", "file size"], rows)

@@ -234,6 +234,19 @@ def test_export_table_by_hand():
     assert lines[2] == "| `onnx` | 5.72e-06 | 5.72e-06 at batch 16, 5.01e-06 at batch 4 | 2.88e-05 | 337 kB |"
 
 
+def test_paths_table_by_hand():
+    win = {"first": 2, "last": 7, "carried": 0.9377, "peak": 3, "mean_length": 3.6959, "paths_fraction": 0.80298}
+    res = {"event": "paths_summary", "label": "ResNet-26", "state": "trained", "units": 12, "routable": 12, "mass": 0.9,
+           "window": win, "unit_window": {**win, "first": 1, "last": 6}, "full_grad": 0.73049}
+    one = {"first": 12, "last": 12, "carried": 1.0, "peak": 12, "mean_length": 12.0, "paths_fraction": 1.0}
+    plain = {**res, "label": "plain-26", "routable": 0, "window": one, "unit_window": one, "full_grad": 1.7042}
+    lines = R.paths_table([res, {"event": "paths_k"}, plain]).splitlines()
+    assert "90% window (lengths)" in lines[0] and len(lines) == 5
+    assert lines[2] == "| ResNet-26 | trained | 12 | 2-7 | 94% | 80.3% | 3 | 3.7 | 6 | 1-6 | 0.73 |"
+    assert lines[3] == "| plain-26 | trained | 12 (no shortcut) | 12 | 100% | 100% (one path) | 12 | 12 | - | 12 | 1.7 |"
+    assert lines[4].startswith("| Veit et al. 2016, ResNet-110, CIFAR-10 | trained | 54 | 5-17 |")
+
+
 def test_ablate_order_within_groups_by_hand():
     def row(i, label, ours, paper):
         return {"event": "row", "index": i, "row": label, "test_error_median": ours, "paper": paper, "fail": False}

@@ -64,6 +64,7 @@ STUDIES = ("shortcut", "activation", "activation-modern", "projection", "depth",
 # He 2016b Tables 1 and 2 and the depth study on real images (`make docs-fashion-studies`, an hour or more
 # each on 2 cores): the studies' `fashion` presets, two workers of one thread each.
 FASHION_STUDIES = ("shortcut", "activation", "depth")
+PATHS_NETS = {"residual26pre": ("--preact",), "residual56pre": ("--depth", "56", "--preact")}  # docs/paths.md
 EXPORT = "runs/docs/export"  # docs/export.md: the digits ResNet-26 in each format, format -> file name
 EXPORT_FORMATS = {"torchscript": "res26.pt", "onnx": "res26.onnx", "state_dict": "res26-weights.pt"}
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
@@ -107,6 +108,20 @@ def _jobs() -> dict[str, Job]:
     # landscapes below can be redrawn without training again.
     # One thread a process: these jobs are run beside others on small machines, where torch's
     # default of every core spins and runs many times slower (docs/maintainers.md).
+    for net, extra in PATHS_NETS.items():  # the pre-activation twins of the digits nets above
+        jobs.append(Job(f"train-{net}-s0", ("train", "digits/residual26", *extra, "--seed", "0", "--out",
+                                             _run_dir(net, 0), "--json"), fresh=(_run_dir(net, 0),)))
+    for depth in (26, 56):
+        jobs.append(Job(f"paths-{depth}", ("paths", _run_dir(f"residual{depth}", 0), _run_dir(f"residual{depth}pre", 0),
+                                           "--with-init", "--samples", "100", "--threads", "1",
+                                           "--out", f"docs/figures/paths-digits-{depth}.png", "--json")))
+    # Veit et al.'s 54 units at initialisation, on synthetic CIFAR-shaped images (no dataset needed);
+    # 8 samples a length at batch 16 keep it to minutes on a CPU, so the window is rough.
+    jobs.append(Job("paths-110-init", ("paths", "--init", "cifar/resnet110", "preact/resnet110-cifar10",
+                                       "--set", "data.dataset=synthetic", "--samples", "8", "--batch-size", "16",
+                                       "--threads", "1", "--out", "runs/docs/paths-110-init.png", "--json")))
+    jobs.append(Job("paths-plain26", ("paths", _run_dir("plain26", 0), "--samples", "20", "--threads", "1",
+                                      "--out", "runs/docs/paths-plain26.png", "--json")))
     for fmt, name in EXPORT_FORMATS.items():
         jobs.append(Job(f"export-{fmt}", ("export", _run_dir("residual26", 0), "--format", fmt,
                                           "--out", f"{EXPORT}/{fmt}/{name}", "--json"), fresh=(f"{EXPORT}/{fmt}",)))
@@ -215,6 +230,9 @@ def _sections() -> list[Section]:
                 lambda o: R.landscape_table([r for k in LANDSCAPES for r in o[f"landscape-{k}"]]),
                 commands="`resnet landscape runs/docs/residualD-s0 runs/docs/plainD-s0 --dims N --range -1 1 --points P "
                          "--out docs/figures/landscape-digits-D-Nd.png --json` for the four grids in the table"),
+        Section("paths", "paths.md", (*(f"train-{n}-s0" for n in PATHS_NETS), "paths-26", "paths-56", "paths-plain26"),
+                lambda o: R.paths_table(o["paths-26"] + o["paths-56"] + o["paths-plain26"])),
+        Section("paths-110-init", "paths.md", ("paths-110-init",), lambda o: R.paths_table(o["paths-110-init"])),
         Section("export", "export.md", tuple(f"export-{f}" for f in EXPORT_FORMATS),
                 lambda o: R.export_table([r for f in EXPORT_FORMATS for r in o[f"export-{f}"]], _export_sizes())),
         Section("degrade-vit", "vit.md", ("degrade-vit",), lambda o: R.degrade_table(o["degrade-vit"]),
@@ -265,7 +283,7 @@ def _sections() -> list[Section]:
 
 # He 2016b Table 2 compares the unit orderings of ResNet-110 and of ResNet-164, each net on its
 # own (the presets give them different widths): the order is counted within each net.
-ORDER_GROUPS = {"activation": lambda label: "ResNet-" + label.rsplit(", ", 1)[-1]}
+ORDER_GROUPS = {s: lambda label: "ResNet-" + label.rsplit(", ", 1)[-1] for s in ("activation", "activation-modern")}
 
 
 def _study(records: list[dict[str, Any]], study: str = "") -> str:

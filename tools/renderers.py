@@ -302,3 +302,27 @@ def export_table(records: list[dict[str, Any]], sizes: dict[str, int]) -> str:
         rows.append((f"`{r['format']}`", f"{r['check']['max_abs_diff']:.3g}", batches,
                      f"{r['check']['tolerance']:.3g}", f"{sizes[r['file']] / 1000:.0f} kB"))
     return md_table(["format", "max \\|logit difference\\|", "per batch", "allowed", "file size"], rows)
+
+
+def paths_table(records: list[dict[str, Any]]) -> str:
+    """Veit et al. 2016 sec. 5 per net: the shortest window of path lengths carrying the share of
+    the input gradient asked for, what it carries, its share of all paths, the peak and the
+    gradient-weighted mean length, n/2 (the binomial's mean), the window at the first unit, and the
+    full gradient's norm; then Veit et al.'s own ResNet-110 row."""
+    rows = []
+    for r in records:
+        if r.get("event") != "paths_summary":
+            continue
+        w, uw, n = r["window"], r["unit_window"], r["routable"]
+
+        def span(x: dict[str, Any]) -> str:
+            return str(x["first"]) if x["first"] == x["last"] else f"{x['first']}-{x['last']}"
+
+        rows.append((r["label"], r["state"], f"{r['units']}" if n else f"{r['units']} (no shortcut)", span(w),
+                     f"{100 * w['carried']:.0f}%", f"{100 * w['paths_fraction']:.3g}%" if n else "100% (one path)",
+                     w["peak"], f"{w['mean_length']:.3g}", f"{n / 2:g}" if n else DASH, span(uw), short(r["full_grad"])))
+    rows.append(("Veit et al. 2016, ResNet-110, CIFAR-10", "trained", 54, "5-17", '"almost all"', "0.45%", "", "",
+                 27, "", ""))
+    mass = next((r["mass"] for r in records if r.get("event") == "paths_summary"), 0.9)
+    return md_table(["net", "weights", "units n", f"{100 * mass:.0f}% window (lengths)", "carried",
+                     "share of all paths", "peak", "mean length", "n/2", "window at 1st unit", "full gradient"], rows)

@@ -304,6 +304,12 @@ def export_table(records: list[dict[str, Any]], sizes: dict[str, int]) -> str:
     return md_table(["format", "max \\|logit difference\\|", "per batch", "allowed", "file size"], rows)
 
 
+def _span(window: dict[str, Any]) -> str:
+    """A window of path lengths as "5-17", or "5" when it holds one length."""
+    first, last = window["first"], window["last"]
+    return str(first) if first == last else f"{first}-{last}"
+
+
 def paths_table(records: list[dict[str, Any]]) -> str:
     """Veit et al. 2016 sec. 5 per net: the shortest window of path lengths carrying the share of
     the input gradient asked for, what it carries, its share of all paths, the peak and the
@@ -314,13 +320,9 @@ def paths_table(records: list[dict[str, Any]]) -> str:
         if r.get("event") != "paths_summary":
             continue
         w, uw, n = r["window"], r["unit_window"], r["routable"]
-
-        def span(x: dict[str, Any]) -> str:
-            return str(x["first"]) if x["first"] == x["last"] else f"{x['first']}-{x['last']}"
-
-        rows.append((r["label"], r["state"], f"{r['units']}" if n else f"{r['units']} (no shortcut)", span(w),
+        rows.append((r["label"], r["state"], f"{r['units']}" if n else f"{r['units']} (no shortcut)", _span(w),
                      f"{100 * w['carried']:.0f}%", f"{100 * w['paths_fraction']:.3g}%" if n else "100% (one path)",
-                     w["peak"], f"{w['mean_length']:.3g}", f"{n / 2:g}" if n else DASH, span(uw), short(r["full_grad"])))
+                     w["peak"], f"{w['mean_length']:.3g}", f"{n / 2:g}" if n else DASH, _span(uw), short(r["full_grad"])))
     rows.append(("Veit et al. 2016, ResNet-110, CIFAR-10", "trained", 54, "5-17", '"almost all"', "0.45%", "", "",
                  27, "", ""))
     mass = next((r["mass"] for r in records if r.get("event") == "paths_summary"), 0.9)

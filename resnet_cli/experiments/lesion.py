@@ -203,6 +203,8 @@ def figure(results: list[dict], path: str | Path) -> Path:
     """Left: test error against the deleted unit (Veit et al. 2016 Fig. 3a); right: against the
     number of units deleted at random, median with the min-max band (their Fig. 3b). Plain nets
     dashed, residual solid (He 2016a Fig. 6); downsampling units marked with open squares."""
+    from matplotlib.ticker import MaxNLocator
+
     from .. import figures
 
     plt = figures.pyplot()
@@ -228,6 +230,8 @@ def figure(results: list[dict], path: str | Path) -> Path:
             ax.axhline(chance, color="grey", lw=0.8, ls=":", label="chance")
     ax_u.set(xlabel="deleted unit (1-based)", ylabel="test error (%)",
              title="one unit deleted (thin line: nothing deleted)")
+    ax_k.xaxis.set_major_locator(MaxNLocator(integer=True))  # k counts units: no k = 2.5
+    ax_u.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_k.set(xlabel="units deleted at random, k", ylabel="test error (%)", title="k units deleted (median, min-max)")
     ax_u.legend(fontsize=7)
     ax_k.legend(fontsize=7)

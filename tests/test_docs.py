@@ -247,6 +247,21 @@ def test_paths_table_by_hand():
     assert lines[4].startswith("| Veit et al. 2016, ResNet-110, CIFAR-10 | trained | 54 | 5-17 |")
 
 
+def test_budget_table_by_hand():
+    def run(depth, seed, train_acc, test_acc, net="residual", iters=1256):
+        return {"event": "run", "net": net, "depth": depth, "seed": seed, "train_acc": train_acc, "test_acc": test_acc,
+                "iterations": iters, "wall_s": 60.0 * depth}
+
+    eight = [run(20, 0, 0.9, 0.895), run(56, 0, 0.86, 0.8673), run(20, 1, 0.8, 0.8), run(56, 0, 0.5, 0.5, net="plain"),
+             {"event": "summary"}]  # seed 1 has no ResNet-56: no row; the plain net is not read
+    sixteen = [run(56, 0, 0.9, 0.9, iters=2512), run(20, 0, 0.925, 0.91, iters=2512)]
+    lines = R.budget_table([("8 epochs", eight), ("16 epochs", sixteen)], (8.75, 6.97)).splitlines()
+    assert len(lines) == 5 and "ResNet-56 behind by (points)" in lines[0]
+    assert lines[2] == "| 8 epochs | 0 | 1,256 | 10.00 | 14.00 | 4.00 | 10.50 | 13.27 | 20.0 min / 56.0 min |"
+    assert lines[3] == "| 16 epochs | 0 | 2,512 | 7.50 | 10.00 | 2.50 | 9.00 | 10.00 | 20.0 min / 56.0 min |"
+    assert lines[4].endswith("| 64,000 | - | - | below 0 (Fig. 6) | 8.75 | 6.97 | - |")
+
+
 def test_ablate_order_within_groups_by_hand():
     def row(i, label, ours, paper):
         return {"event": "row", "index": i, "row": label, "test_error_median": ours, "paper": paper, "fail": False}

@@ -73,6 +73,7 @@ COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "benc
 # Fashion-MNIST (`make docs-fashion`, about an hour on 2 cores): He 2016a Fig. 1/6 on real images,
 # then Li et al.'s landscapes and Veit et al.'s lesions on the grid's own run directories (seed 0).
 FASHION = "runs/docs/degrade-fashion"
+FASHION_16 = "runs/docs/degrade-fashion-16"  # the same residual pair at twice the budget, seed 0
 # The 56-layer plane at 7x7: at one thread an 11x11 grid of that pair takes about half an hour.
 FASHION_LANDSCAPES = {"56-1d": (56, 1, 41), "56-2d": (56, 2, 7), "20-1d": (20, 1, 41), "20-2d": (20, 2, 11)}
 BENCH_TRAIN = {"20": ("cifar/resnet20",), "56": ("cifar/resnet56", "--steps", "10"), "110": ("cifar/resnet110",)}
@@ -128,6 +129,10 @@ def _jobs() -> dict[str, Job]:
     jobs.append(Job("degrade-vit", ("degrade", "degrade/vit-digits", "--out", "runs/docs/degrade-vit", "--threads", "1",
                                     "--json"), fresh=("runs/docs/degrade-vit",)))
     jobs.append(Job("degrade-fashion", ("degrade", "degrade/fashion-fig1", "--out", FASHION, "--threads", "1", "--json")))
+    # Does twice the budget close ResNet-56's gap to ResNet-20 (docs/degrade.md)? About 70 and 25
+    # minutes at one thread; two processes on the one --out (--depths 56, --depths 20) use both cores.
+    jobs.append(Job("degrade-fashion-16", ("degrade", "degrade/fashion-fig1", "--epochs", "16", "--nets", "residual",
+                                           "--seeds", "0..0", "--out", FASHION_16, "--threads", "1", "--json")))
     # Alone on the machine (nothing else in this job runs beside it): both cores, about half the time.
     jobs.append(Job("lesion-fashion-56", ("lesion", _fashion_run("residual", 56), "--compare", _fashion_run("plain", 56),
                                           "--max-k", "4", "--draws", "4",  # 27 single deletions, 16 draws a net
@@ -240,6 +245,10 @@ def _sections() -> list[Section]:
         Section("degrade-fashion", "degrade.md", ("degrade-fashion",),
                 lambda o: R.degrade_table(o["degrade-fashion"]) + R.he2016a_table(*_fashion_result()),
                 target="docs-fashion", copies=((f"{FASHION}/degrade.png", "docs/figures/degrade-fashion.png"),)),
+        Section("degrade-fashion-budget", "degrade.md", ("degrade-fashion", "degrade-fashion-16"),
+                lambda o: R.budget_table([("8 epochs", o["degrade-fashion"]), ("16 epochs", o["degrade-fashion-16"])],
+                                         (_paper("depth", "ResNet-20"), _paper("depth", "ResNet-56"))),
+                target="docs-fashion"),
         Section("lesion-fashion", "lesion.md", ("lesion-fashion-56",),
                 lambda o: R.lesion_summary_table([(0, o["lesion-fashion-56"])]), target="docs-fashion"),
         Section("landscape-fashion", "landscape.md", tuple(f"landscape-fashion-{k}" for k in FASHION_LANDSCAPES),
@@ -299,6 +308,14 @@ def _degrade_findings() -> list[dict[str, Any]] | None:
     """The article's findings, checked by `resnet degrade` and kept in its degrade.json (not in --json)."""
     path = WORK / "degrade" / "degrade.json"
     return json.loads(path.read_text(encoding="utf-8")).get("findings") if path.exists() else None
+
+
+def _paper(study: str, label: str) -> float:
+    """A row's paper figure, from the shipped study file that holds it."""
+    from resnet_cli.experiments import study as study_mod
+
+    rows = study_mod.load(study_mod.find(study)[0]).rows or []
+    return next(r.paper for r in rows if r.label == label)
 
 
 def _fashion_result() -> tuple[list[dict[str, Any]] | None, float | None]:

@@ -150,7 +150,7 @@ def _jobs() -> dict[str, Job]:
     for study in FASHION_STUDIES:
         out = f"runs/docs/ablate-fashion/{study}"
         # From empty results directories, so that the wall time is the study's; except depth, whose
-        # 195 core-minutes (ResNet-1202 alone about 67) may take more than one sitting: its job
+        # 175 core-minutes (ResNet-1202 alone 56) may take more than one sitting: its job
         # resumes and skips the runs already there, and each run's own time is in its summary.
         jobs.append(Job(f"ablate-fashion-{study}", ("ablate", study, "--preset", "fashion", "--jobs", "2",
                                                     "--threads", "1", "--out", out,

@@ -102,7 +102,7 @@ def test_generated_sections_match_the_generator():
     opened = sum(len(re.findall(r"^<!-- generated:", p.read_text(encoding="utf-8"), flags=re.M)) for p in PAGES)
     assert opened == sum(len(v) for v in on_pages.values()), "every '<!-- generated' is closed by '<!-- end -->'"
     for s in docs_tables.SECTIONS:
-        assert all(j in docs_tables.JOBS for j in s.jobs)
+        assert all(j in docs_tables.JOBS for j in s.jobs + s.reads)
 
 
 def test_docs_cite_papers_not_private_notes():
@@ -325,5 +325,8 @@ def test_section_mode_runs_only_the_named_sections_jobs(monkeypatch, capsys):
     assert docs_tables.main(["section", "bench-data", "ablate-times"]) == 0
     assert ran == [*(f"ablate-{s}" for s in docs_tables.STUDIES), "bench-data"]  # ablate-times reads all five
     assert written == ["ablate-times", "bench-data"]  # in page order, nothing else
+    ran.clear()
+    assert docs_tables.main(["section", "degrade-fashion-budget"]) == 0
+    assert ran == ["degrade-fashion-16"]  # the 8-epoch grid's saved output is read, not rerun
     assert docs_tables.main(["section", "no-such-table"]) == 2
     assert "sections:" in capsys.readouterr().err

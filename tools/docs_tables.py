@@ -129,7 +129,7 @@ def _jobs() -> dict[str, Job]:
     jobs.append(Job("degrade-vit", ("degrade", "degrade/vit-digits", "--out", "runs/docs/degrade-vit", "--threads", "1",
                                     "--json"), fresh=("runs/docs/degrade-vit",)))
     jobs.append(Job("degrade-fashion", ("degrade", "degrade/fashion-fig1", "--out", FASHION, "--threads", "1", "--json")))
-    # Does twice the budget close ResNet-56's gap to ResNet-20 (docs/degrade.md)? About 70 and 25
+    # Does twice the budget close ResNet-56's gap to ResNet-20 (docs/degrade.md)? 46 and 17
     # minutes at one thread; two processes on the one --out (--depths 56, --depths 20) use both cores.
     jobs.append(Job("degrade-fashion-16", ("degrade", "degrade/fashion-fig1", "--epochs", "16", "--nets", "residual",
                                            "--seeds", "0..0", "--out", FASHION_16, "--threads", "1", "--json")))
@@ -198,6 +198,7 @@ class Section:
     target: str = "docs"                        # which make target produces it
     commands: str | None = None                 # how to name many similar commands in the note
     copies: tuple[tuple[str, str], ...] = field(default=())  # (from, to) relative to ROOT, after the jobs
+    reads: tuple[str, ...] = ()                 # other jobs' saved output it reads, without running them
 
 
 def _train_rows(out: dict[str, Any]) -> list[dict[str, Any]]:
@@ -245,10 +246,10 @@ def _sections() -> list[Section]:
         Section("degrade-fashion", "degrade.md", ("degrade-fashion",),
                 lambda o: R.degrade_table(o["degrade-fashion"]) + R.he2016a_table(*_fashion_result()),
                 target="docs-fashion", copies=((f"{FASHION}/degrade.png", "docs/figures/degrade-fashion.png"),)),
-        Section("degrade-fashion-budget", "degrade.md", ("degrade-fashion", "degrade-fashion-16"),
+        Section("degrade-fashion-budget", "degrade.md", ("degrade-fashion-16",),
                 lambda o: R.budget_table([("8 epochs", o["degrade-fashion"]), ("16 epochs", o["degrade-fashion-16"])],
                                          (_paper("depth", "ResNet-20"), _paper("depth", "ResNet-56"))),
-                target="docs-fashion"),
+                target="docs-fashion", reads=("degrade-fashion",)),
         Section("lesion-fashion", "lesion.md", ("lesion-fashion-56",),
                 lambda o: R.lesion_summary_table([(0, o["lesion-fashion-56"])]), target="docs-fashion"),
         Section("landscape-fashion", "landscape.md", tuple(f"landscape-fashion-{k}" for k in FASHION_LANDSCAPES),
@@ -362,12 +363,12 @@ def note(section: Section, metas: Sequence[dict[str, Any]]) -> str:
 
 def render_section(section: Section) -> bool:
     """Write one section from its saved JSON; False if some of its jobs have no saved output yet."""
-    if not all((JSON_DIR / f"{j}.meta.json").exists() for j in section.jobs):
+    if not all((JSON_DIR / f"{j}.meta.json").exists() for j in section.jobs + section.reads):
         return False
-    loaded = {j: load(j) for j in section.jobs}
+    loaded = {j: load(j) for j in section.jobs + section.reads}
     body = section.render({j: out for j, (out, _) in loaded.items()})
     if section.target != "usage":
-        body = note(section, [meta for _, meta in loaded.values()]) + body
+        body = note(section, [loaded[j][1] for j in section.jobs]) + body
     page = DOCS / section.page
     page.write_text(replace_section(page.read_text(encoding="utf-8"), section.name, body), encoding="utf-8")
     for src, dst in section.copies:
@@ -396,7 +397,7 @@ def main(argv: list[str]) -> int:
         failed = [j for j in needed if not run_job(JOBS[j])]
     FIGURES.mkdir(parents=True, exist_ok=True)
     for s in wanted:
-        if any(j in failed for j in s.jobs) or not render_section(s):
+        if any(j in failed for j in s.jobs + s.reads) or not render_section(s):
             print(f"docs: section '{s.name}' in docs/{s.page} not written (no output from its commands)",
                   file=sys.stderr)
         else:

@@ -217,7 +217,7 @@ def _sections() -> list[Section]:
                 commands="`resnet train digits/<net> --seed S --out runs/docs/<net>-sS --json` for the nets and seeds "
                          "listed"),
         Section("degrade", "degrade.md", ("degrade",),
-                lambda o: R.degrade_table(o["degrade"], _degrade_findings()),
+                lambda o: R.degrade_table(o["degrade"], _degrade_json("runs/docs/degrade").get("findings")),
                 copies=(("runs/docs/degrade/degrade.png", "docs/figures/degrade.png"),)),
         Section("gradnorm", "gradnorm.md", ("gradnorm",), lambda o: R.gradnorm_table(o["gradnorm"])),
         Section("jacobian", "gradnorm.md", ("jacobian-s0",), lambda o: R.jacobian_table(o["jacobian-s0"])),
@@ -244,7 +244,8 @@ def _sections() -> list[Section]:
         Section("degrade-vit", "vit.md", ("degrade-vit",), lambda o: R.degrade_table(o["degrade-vit"]),
                 target="docs-studies", copies=(("runs/docs/degrade-vit/degrade.png", "docs/figures/degrade-vit-digits.png"),)),
         Section("degrade-fashion", "degrade.md", ("degrade-fashion",),
-                lambda o: R.degrade_table(o["degrade-fashion"]) + R.he2016a_table(*_fashion_result()),
+                lambda o: R.degrade_table(o["degrade-fashion"])
+                + R.he2016a_table((d := _degrade_json(FASHION)).get("he2016a"), d.get("train_wall_s")),
                 target="docs-fashion", copies=((f"{FASHION}/degrade.png", "docs/figures/degrade-fashion.png"),)),
         Section("degrade-fashion-budget", "degrade.md", ("degrade-fashion-16",),
                 lambda o: R.budget_table([("8 epochs", o["degrade-fashion"]), ("16 epochs", o["degrade-fashion-16"])],
@@ -305,10 +306,11 @@ def _export_sizes() -> dict[str, int]:
     return {name: (ROOT / EXPORT / fmt / name).stat().st_size for fmt, name in EXPORT_FORMATS.items()}
 
 
-def _degrade_findings() -> list[dict[str, Any]] | None:
-    """The article's findings, checked by `resnet degrade` and kept in its degrade.json (not in --json)."""
-    path = WORK / "degrade" / "degrade.json"
-    return json.loads(path.read_text(encoding="utf-8")).get("findings") if path.exists() else None
+def _degrade_json(out: str) -> dict[str, Any]:
+    """What `resnet degrade` keeps in OUT/degrade.json and not in --json: the article's findings, He
+    2016a's comparisons, and the runs' summed training time (a rerun's own wall time is the reuse's)."""
+    path = ROOT / out / "degrade.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def _paper(study: str, label: str) -> float:
@@ -317,16 +319,6 @@ def _paper(study: str, label: str) -> float:
 
     rows = study_mod.load(study_mod.find(study)[0]).rows or []
     return next(r.paper for r in rows if r.label == label)
-
-
-def _fashion_result() -> tuple[list[dict[str, Any]] | None, float | None]:
-    """He 2016a's comparisons and the summed training time, from the Fashion-MNIST grid's degrade.json
-    (the job's own wall time is only the rerun's, which reuses finished runs)."""
-    path = ROOT / FASHION / "degrade.json"
-    if not path.exists():
-        return None, None
-    result = json.loads(path.read_text(encoding="utf-8"))
-    return result.get("he2016a"), result.get("train_wall_s")
 
 
 SECTIONS = _sections()

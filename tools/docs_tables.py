@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import renderers as R  # tools/renderers.py: the markdown of each table
 import renderers_studies as S  # the same for resnet ablate and resnet bench
-from docs_jobs import JSON_DIR, ROOT, WORK, Job, run_job  # running one command and keeping its output
+from docs_jobs import JSON_DIR, ROOT, Job, run_job  # running one command and keeping its output
 
 DOCS = ROOT / "docs"
 FIGURES = DOCS / "figures"

@@ -42,7 +42,7 @@ docs: $(STAMP)  ## the quick tables and figures: digits runs, degrade, gradnorm,
 docs-studies: $(STAMP)  ## the six quick ablation studies and the benchmarks (an hour or more on 2 cores)
 	$(BIN)/python tools/docs_tables.py studies
 
-docs-fashion: $(STAMP)  ## He 2016a Fig. 1/6 on Fashion-MNIST, with its lesions and landscapes (about 90 minutes on 2 cores; needs the data)
+docs-fashion: $(STAMP)  ## He 2016a Fig. 1/6 on Fashion-MNIST, with its lesions and landscapes (about 5 hours on 2 cores from scratch, a run at a time; needs the data)
 	$(BIN)/python tools/docs_tables.py fashion
 
 docs-fashion-studies: $(STAMP)  ## He 2016b Tables 1, 2 and the depth study on Fashion-MNIST (an hour or more each on 2 cores; needs the data)

@@ -259,7 +259,7 @@ def test_budget_table_by_hand():
     assert len(lines) == 5 and "ResNet-56 behind by (points)" in lines[0]
     assert lines[2] == "| 8 epochs | 0 | 1,256 | 10.00 | 14.00 | 4.00 | 10.50 | 13.27 | 20.0 min / 56.0 min |"
     assert lines[3] == "| 16 epochs | 0 | 2,512 | 7.50 | 10.00 | 2.50 | 9.00 | 10.00 | 20.0 min / 56.0 min |"
-    assert lines[4].endswith("| 64,000 | - | - | below 0 (Fig. 6) | 8.75 | 6.97 | - |")
+    assert lines[4].endswith("| 64,000 | - | - | none: ahead (Fig. 6) | 8.75 | 6.97 | - |")
 
 
 def test_ablate_order_within_groups_by_hand():

@@ -70,7 +70,7 @@ EXPORT_FORMATS = {"torchscript": "res26.pt", "onnx": "res26.onnx", "state_dict":
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
-# Fashion-MNIST (`make docs-fashion`, about an hour on 2 cores): He 2016a Fig. 1/6 on real images,
+# Fashion-MNIST (`make docs-fashion`, about 5 hours on 2 cores): He 2016a Fig. 1/6 on real images,
 # then Li et al.'s landscapes and Veit et al.'s lesions on the grid's own run directories (seed 0).
 FASHION = "runs/docs/degrade-fashion"
 FASHION_16 = "runs/docs/degrade-fashion-16"  # the same residual pair at twice the budget, seed 0

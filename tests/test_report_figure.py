@@ -24,3 +24,32 @@ def test_study_figure_shows_every_seed(tmp_path, monkeypatch):
     monkeypatch.setattr(figures, "save", save)
     report.figure(table, tmp_path / "fig.png")
     assert seen["top"] > 80.0 and seen["top"] > row.median() + row.std()
+
+
+def test_a_long_paper_metric_is_wrapped_not_widening_the_figure(tmp_path, monkeypatch):
+    """The legend sits beside the bars; a study's metric of 90 characters on one line made the
+    figure about twice as wide as its bars. It is kept whole, on lines of at most 40 characters."""
+    import json
+
+    from resnet_cli import figures
+
+    metric = "CIFAR-10 test error % (CIFAR-100 where the row says so; He 2016a Table 6, He 2016b Tables 2-3)"
+    for index, (label, paper) in enumerate((("ResNet-20", 8.75), ("ResNet-56", 6.97)), start=1):
+        d = tmp_path / f"{index:02d}-r-s0"
+        d.mkdir()
+        (d / "study.json").write_text(json.dumps({
+            "study": "hand", "title": "hand-made", "preset": "p", "paper_metric": metric, "index": index,
+            "row": label, "seed": 0, "paper": paper, "fail_above": None}))
+        (d / "summary.json").write_text(json.dumps({"status": "completed", "test_error": 10.0, "train_loss": 1.0}))
+    (table,) = report.aggregate(report.collect(tmp_path))
+    texts, real = [], figures.save
+
+    def save(fig, path):
+        texts.extend(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+        return real(fig, path)
+
+    monkeypatch.setattr(figures, "save", save)
+    report.figure(table, tmp_path / "fig.png")
+    (paper,) = [t for t in texts if t.startswith("paper (")]
+    assert paper.replace("\n", " ") == f"paper ({metric})"
+    assert max(len(line) for line in paper.splitlines()) <= 40

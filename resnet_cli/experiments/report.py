@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -360,7 +361,9 @@ def figure(table: StudyTable, path: str | Path) -> Path:
     paper_y = [row.paper for row in rows if isinstance(row.paper, (int, float))]
     if paper_x:
         ax.scatter(paper_x, paper_y, marker="D", s=28, color="#C44E52", zorder=4,
-                   label=f"paper ({table.paper_metric or 'its metric'})")
+                   # Wrapped: a study's metric names its tables and datasets, and one long line
+                   # beside the axes would make the figure twice as wide as its bars.
+                   label=textwrap.fill(f"paper ({table.paper_metric or 'its metric'})", 40))
     fail_x = [x for x, row in zip(xs, rows) if row.paper == "fail"]
     if fail_x:
         ax.scatter(fail_x, [top * 0.97] * len(fail_x), marker="v", s=34, color="#C44E52", zorder=4,

@@ -153,12 +153,12 @@ def test_table1_dropout_row_reads_the_paper():
 # The paper's "fail": median test error above the study's threshold
 
 
-def _write_run(root, index, label, seed, status, test_error, fail_above):
+def _write_run(root, index, label, seed, status, test_error, fail_above, paper="fail", paper_metric="error %"):
     d = root / f"{index:02d}-r-s{seed}"
     d.mkdir(parents=True)
     (d / "study.json").write_text(json.dumps({
-        "study": "hand", "title": "hand-made", "preset": "p", "paper_metric": "error %", "index": index,
-        "row": label, "seed": seed, "paper": "fail", "fail_above": fail_above}))
+        "study": "hand", "title": "hand-made", "preset": "p", "paper_metric": paper_metric, "index": index,
+        "row": label, "seed": seed, "paper": paper, "fail_above": fail_above}))
     (d / "summary.json").write_text(json.dumps({"status": status, "test_error": test_error, "train_loss": 1.0}))
 
 

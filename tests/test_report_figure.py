@@ -1,4 +1,4 @@
-"""The study bar chart (`resnet ablate --figure`, `resnet report --figure`) shows every seed."""
+"""The study bar chart (`resnet ablate --figure`, `resnet report --figure`): every seed shown, the legend narrow."""
 
 from resnet_cli.experiments import report
 
@@ -29,18 +29,11 @@ def test_study_figure_shows_every_seed(tmp_path, monkeypatch):
 def test_a_long_paper_metric_is_wrapped_not_widening_the_figure(tmp_path, monkeypatch):
     """The legend sits beside the bars; a study's metric of 90 characters on one line made the
     figure about twice as wide as its bars. It is kept whole, on lines of at most 40 characters."""
-    import json
-
     from resnet_cli import figures
 
     metric = "CIFAR-10 test error % (CIFAR-100 where the row says so; He 2016a Table 6, He 2016b Tables 2-3)"
     for index, (label, paper) in enumerate((("ResNet-20", 8.75), ("ResNet-56", 6.97)), start=1):
-        d = tmp_path / f"{index:02d}-r-s0"
-        d.mkdir()
-        (d / "study.json").write_text(json.dumps({
-            "study": "hand", "title": "hand-made", "preset": "p", "paper_metric": metric, "index": index,
-            "row": label, "seed": 0, "paper": paper, "fail_above": None}))
-        (d / "summary.json").write_text(json.dumps({"status": "completed", "test_error": 10.0, "train_loss": 1.0}))
+        _write_run(tmp_path, index, label, 0, "completed", 10.0, None, paper=paper, paper_metric=metric)
     (table,) = report.aggregate(report.collect(tmp_path))
     texts, real = [], figures.save
 

@@ -54,9 +54,8 @@ def budget_dir(results: Path, budget: int) -> Path:
 
 
 def budget_run(run: PlannedRun, results: Path, budget: int) -> PlannedRun:
-    """A plain study run at `budget` times its length, in its budget's directory."""
-    if budget == 1:
-        return run
+    """A plain study run at `budget` times its length, in its budget's directory (budget 1: the run
+    itself, in the plain study's directory)."""
     path = budget_dir(results, budget) / run.path.name
     spec = run.spec.model_copy(update={"optim": scale_optim(run.spec.optim, budget),
                                        "run": run.spec.run.model_copy(update={"out": str(path)})})

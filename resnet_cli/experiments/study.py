@@ -184,9 +184,7 @@ class Plan:
             if run.row.index == index and run.seed == seed and run.budget == budget:
                 return run
         if budget != 1:
-            from .budgets import budget_run
-
-            return budget_run(make_run(self.rows[index - 1], seed, self.results), self.results, budget)
+            raise UserError(f"--only {key}: no seed {seed} in this plan; seeds: {', '.join(map(str, self.seeds))}")
         return make_run(self.rows[index - 1], seed, self.results)
 
 

@@ -44,6 +44,11 @@ def ablate(
     threads: Annotated[Optional[int], typer.Option(
         "--threads", min=0, help="CPU threads per run (run.threads; default: the cores split between the "
                                  "--jobs workers).")] = None,
+    budgets: Annotated[Optional[str], typer.Option(
+        "--budgets", help="Also run every row at these multiples of the preset's length (lr milestones "
+                          "scaled), e.g. 1,2,4, and say per row: trains, slow or fails.")] = None,
+    threshold: Annotated[Optional[float], typer.Option(
+        "--threshold", help="Test error % a row must reach for --budgets (default: the study's fail_above).")] = None,
     figure: Figure = None,
     set_: common.Set = None,
     json_: common.Json = False,
@@ -56,6 +61,10 @@ def ablate(
     # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=_seeds(seeds))
+    if budgets is not None:
+        from ..experiments import budgets as budgets_mod
+
+        plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
     if list_:
         from ..errors import PipeClosed
         from ..experiments.sweep import list_commands
@@ -69,7 +78,7 @@ def ablate(
     fmt = output.choose(json_)
     if only is not None:
         return _only(plan, only, fmt)
-    return _sweep(plan, jobs, fmt, figure)
+    return _sweep(plan, jobs, fmt, figure, threshold)
 
 
 def _only(plan, key: str, fmt) -> None:
@@ -139,7 +148,7 @@ class _Progress:
             self.live.update(self.table())
 
 
-def _sweep(plan, jobs: int, fmt, figure_path: str | None) -> None:
+def _sweep(plan, jobs: int, fmt, figure_path: str | None, threshold: float | None = None) -> None:
     import signal
     import time
     from pathlib import Path
@@ -167,13 +176,16 @@ def _sweep(plan, jobs: int, fmt, figure_path: str | None) -> None:
     skipped = sum(o.status == "skipped" for o in outcomes)
     console.print(f"{trained} run(s) trained, {skipped} already finished, in {time.perf_counter() - tick:.0f} s")
 
-    (table,) = report.aggregate(report.planned(plan, set(), progress.failed))
-    if fmt is output.Format.JSON:
+    tables = report.aggregate(report.planned(plan, set(), progress.failed))
+    table = tables[0]  # budget 1 (or the smallest): the plain study table and figure
+    if plan.budgets != [1]:
+        _budget_table(tables, threshold, fmt, plan)
+    elif fmt is output.Format.JSON:
         for row in table.rows:
             output.emit(report.row_json(table, row))
     else:
         output.stdout().print(report.render(table))
-    if any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
+    if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
         path = report.figure(table, Path(figure_path) if figure_path else plan.results / f"{plan.name}.png")
         console.print(f"figure: {path}")
     for key, message in progress.failed.items():
@@ -184,3 +196,19 @@ def _sweep(plan, jobs: int, fmt, figure_path: str | None) -> None:
     codes = {o.code for o in outcomes if o.status == "error"}
     if codes:
         raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)
+
+
+def _budget_table(tables, threshold: float | None, fmt, plan) -> None:
+    from .. import output
+    from ..errors import UserError
+    from ..experiments import budgets
+
+    (btable,) = budgets.build(tables, threshold)
+    if btable.threshold is None:
+        raise UserError(f"--budgets: study '{plan.name}' states no fail_above; give --threshold PERCENT, "
+                        "e.g. --threshold 20")
+    if fmt is output.Format.JSON:
+        for row in btable.rows:
+            output.emit(budgets.row_json(btable, row))
+    else:
+        output.stdout().print(budgets.render(btable))

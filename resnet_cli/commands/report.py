@@ -15,6 +15,9 @@ def report(
     directory: Annotated[str, typer.Argument(help="A directory holding run directories (searched recursively).")],
     figure: Annotated[Optional[str], typer.Option("--figure", help="Also draw the bar chart here (PNG); with several "
                                                                    "studies, one file each: NAME-STUDY.png.")] = None,
+    threshold: Annotated[Optional[float], typer.Option(
+        "--threshold", help="For runs of `resnet ablate --budgets`: the test error % a row must reach "
+                            "(default: the study's fail_above).")] = None,
     json_: common.Json = False,
 ) -> None:
     """One table per study (row, test error median and mean ± std over seeds, n, training loss,
@@ -32,6 +35,16 @@ def report(
     if not tables:
         raise UserError(f"{directory}: no run directories (spec.yaml or study.json) below it")
     fmt = output.choose(json_)
+    if any(t.budget != 1 for t in tables):  # runs of `resnet ablate --budgets`: one table over the budgets
+        from ..experiments import budgets
+
+        for btable in budgets.build(tables, threshold):
+            for row in btable.rows:
+                if fmt is output.Format.JSON:
+                    output.emit(budgets.row_json(btable, row))
+            if fmt is not output.Format.JSON:
+                output.stdout().print(budgets.render(btable))
+        return
     for table in tables:
         if fmt is output.Format.JSON:
             for row in table.rows:

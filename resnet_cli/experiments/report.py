@@ -50,6 +50,7 @@ class RunRecord:
     params: int | None = None
     dataset: str | None = None
     message: str = ""
+    budget: int = 1  # a multiple of the preset's length (`resnet ablate --budgets`)
 
 
 @dataclass
@@ -111,6 +112,7 @@ class StudyTable:
     preset: str
     paper_metric: str | None
     rows: list[RowStats]
+    budget: int = 1
 
     @property
     def fail_above(self) -> float | None:
@@ -187,7 +189,7 @@ def load_run(path: Path) -> RunRecord | None:
                         preset=str(study.get("preset", "-")), paper_metric=study.get("paper_metric"),
                         index=int(study.get("index", 0)), row=str(study.get("row", path.name)),
                         seed=study.get("seed"), paper=study.get("paper"), status="pending",
-                        fail_above=study.get("fail_above"))
+                        fail_above=study.get("fail_above"), budget=int(study.get("budget", 1)))
     else:
         rec = RunRecord(path=path, study="runs", title="runs", preset="-", paper_metric=None, index=0,
                         row=describe(tree), seed=tree.get("run", {}).get("seed"), paper=None, status="pending")
@@ -244,6 +246,7 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
             base["study"], base["title"], base["preset"], base["index"], base["row"], base["paper"])
         rec.dataset = rec.dataset or run.spec.data.dataset
         rec.fail_above = plan.fail_above
+        rec.budget = run.budget
         if run.key in running and rec.status not in FINAL:
             rec.status = "running"
         if errors and run.key in errors:
@@ -256,10 +259,10 @@ def aggregate(records: list[RunRecord]) -> list[StudyTable]:
     """Group records into one table per (study, preset), rows in the study's order."""
     studies: dict[tuple[str, str], StudyTable] = {}
     for rec in records:
-        key = (rec.study, rec.preset)
+        key = (rec.study, rec.preset, rec.budget)  # each budget of `--budgets` is a table of its own
         table = studies.get(key)
         if table is None:
-            table = studies[key] = StudyTable(rec.study, rec.title, rec.preset, rec.paper_metric, [])
+            table = studies[key] = StudyTable(rec.study, rec.title, rec.preset, rec.paper_metric, [], rec.budget)
         row = next((r for r in table.rows if r.index == rec.index and r.row == rec.row), None)
         if row is None:
             row = RowStats(rec.index, rec.row, rec.paper)
@@ -269,7 +272,7 @@ def aggregate(records: list[RunRecord]) -> list[StudyTable]:
         table.rows.sort(key=lambda r: (r.index, r.row))
         for row in table.rows:
             row.runs.sort(key=lambda r: (r.seed is None, r.seed))
-    return sorted(studies.values(), key=lambda t: (t.study, t.preset))
+    return sorted(studies.values(), key=lambda t: (t.study, t.preset, t.budget))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,7 +315,8 @@ def render(table: StudyTable, live: bool = False):
     rule = (f"; fail = median above {table.fail_above:g}%, the paper's rule" if table.fail_above is not None else "")
     caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over completed seeds "
                f"(diverged runs counted, never averaged){rule}; paper: {table.paper_metric or '-'}")
-    t = Table(title=escape(f"{table.title} [preset {table.preset}]"), caption=None if live else escape(caption),
+    at = f", {table.budget}x its length" if table.budget != 1 else ""
+    t = Table(title=escape(f"{table.title} [preset {table.preset}{at}]"), caption=None if live else escape(caption),
               header_style="bold")
     for name, right in (("#", True), ("row", False), ("median %", True), ("mean ± std", True),
                         ("n", True), ("train loss", True), ("status", False), ("paper", True)):

@@ -137,10 +137,11 @@ class PlannedRun:
     seed: int
     path: Path
     spec: Spec
+    budget: int = 1  # a multiple of the preset's length (`--budgets`, experiments/budgets.py)
 
     @property
     def key(self) -> str:
-        return f"{self.row.index}:{self.seed}"
+        return f"{self.row.index}:{self.seed}" + (f"@{self.budget}x" if self.budget != 1 else "")
 
     def record(self, plan: Plan) -> dict[str, Any]:
         """What a run directory's study.json holds: enough for `resnet report` to rebuild the row."""
@@ -148,6 +149,7 @@ class PlannedRun:
             "study": plan.name, "title": plan.title, "preset": plan.preset, "paper_metric": plan.paper_metric,
             "index": self.row.index, "row": self.row.label, "seed": self.seed, "paper": self.row.paper,
             "fail_above": plan.fail_above,
+            **({"budget": self.budget} if self.budget != 1 else {}),
         }
 
 
@@ -164,18 +166,25 @@ class Plan:
     seeds: list[int]
     rows: list[PlannedRow] = field(default_factory=list)
     runs: list[PlannedRun] = field(default_factory=list)
+    budgets: list[int] = field(default_factory=lambda: [1])  # `--budgets`: multiples of the preset's length
 
     def find(self, key: str) -> PlannedRun:
         """`ROW:SEED`, the form `--only` takes and `--list` prints."""
-        m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", key)
+        m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*(?:@\s*(\d+)x)?\s*", key)
         if not m:
-            raise UserError(f"--only {key}: expected ROW:SEED, e.g. --only 3:0 (rows 1..{len(self.rows)})")
-        index, seed = int(m.group(1)), int(m.group(2))
+            raise UserError(f"--only {key}: expected ROW:SEED or ROW:SEED@Bx, e.g. --only 3:0 "
+                            f"(rows 1..{len(self.rows)})")
+        index, seed, budget = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+        if budget not in self.budgets:
+            raise UserError(f"--only {key}: no budget {budget}x in this plan; --budgets gives "
+                            f"{', '.join(f'{b}x' for b in self.budgets)}")
         if not 1 <= index <= len(self.rows):
             raise UserError(f"--only {key}: no row {index}; this study has rows 1..{len(self.rows)}")
         for run in self.runs:
-            if run.row.index == index and run.seed == seed:
+            if run.row.index == index and run.seed == seed and run.budget == budget:
                 return run
+        if budget != 1:
+            raise UserError(f"--only {key}: no seed {seed} in this plan; seeds: {', '.join(map(str, self.seeds))}")
         return make_run(self.rows[index - 1], seed, self.results)
 
 

@@ -122,6 +122,8 @@ def run_one(plan: Plan, run: PlannedRun) -> Outcome:
 def command_for(plan: Plan, run: PlannedRun, sets: list[str], program: list[str]) -> list[str]:
     cmd = [*program, "ablate", plan.source, "--preset", plan.preset, "--out", str(plan.results),
            "--only", run.key, "--json"]
+    if plan.budgets != [1]:
+        cmd += ["--budgets", ",".join(str(b) for b in plan.budgets)]
     for item in sets:
         cmd += ["--set", item]
     return cmd

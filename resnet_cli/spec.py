@@ -183,6 +183,10 @@ class TrainSpec(_Section):
     checkpoint_every: Annotated[int, Field(ge=0)] = 1000  # iterations; 0: only at epoch ends
     # Log per-layer gradient norms into metrics every N iterations (0: never).
     grad_norm_every: Annotated[int, Field(ge=0)] = 0
+    # Precise BN (Wu & Johnson 2021): before each logged evaluation, also evaluate with BN statistics
+    # re-estimated over this many training batches, on the side (the weights, the running statistics
+    # the run carries on with and its checkpoints are untouched). 0: off, as the papers evaluate.
+    precise_bn: Annotated[int, Field(ge=0)] = 0
     # Recompute activations in K segments of units in the backward pass (0: off).
     checkpoint_segments: Annotated[int, Field(ge=0)] = 0
     channels_last: Literal["auto", "on", "off"] = "auto"
@@ -368,7 +372,7 @@ def to_yaml(spec: Spec) -> str:
 
 
 # Keys that may change between a run and its resume: where it runs and what it shows, not what it computes.
-RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard")
+RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard", "train.precise_bn")
 
 
 def diff(a: Spec, b: Spec) -> list[str]:

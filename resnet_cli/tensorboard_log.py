@@ -23,7 +23,8 @@ from .callbacks import Callback
 from .errors import UserError
 
 # Epoch record fields -> tags; `iter`, `epoch` and `elapsed_s` are the axes, not curves.
-EPOCH_FIELDS = ("train_loss", "train_error", "test_loss", "test_error", "val_loss", "val_error", "images_per_s")
+EPOCH_FIELDS = ("train_loss", "train_error", "test_loss", "test_error", "val_loss", "val_error", "images_per_s",
+                "test_loss_precise_bn", "test_error_precise_bn", "val_loss_precise_bn", "val_error_precise_bn")
 
 
 def check_installed() -> None:

@@ -61,6 +61,12 @@ class ShortcutSpec(_Section):
     # a Bernoulli mask with no 1/(1-p) rescaling in training, x * (1-p) at test time (the original
     # dropout). true: inverted dropout (nn.Dropout), whose expectation is x.
     dropout_rescale: bool = False
+    # A 1x1 projection W_s (options B/C, the `conv1x1` shortcut) in an original-ordering unit is followed
+    # by BN, as in the Torch code of He 2016a (fb.resnet.torch) and here for He 2016b Table 1's 1x1-conv
+    # shortcut, whose Fig. 2(e) draws the bare conv. false: the bare conv (without BN the digits
+    # ResNet-26 with conv1x1 shortcuts is NaN by iteration 40). Pre-activation projections never carry
+    # one (their input is already batch-normalised by the shared pre-activation).
+    bn: bool = True
 
 
 class ModelSpec(_Section):

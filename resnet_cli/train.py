@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from . import checkpoint as ckpt
 from . import data as data_mod
-from . import distributed, precise_bn
+from . import distributed, gates, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
@@ -118,6 +118,8 @@ class Trainer:
         # optim.label_smoothing: passed only when set, so the papers' loss stays the plain call.
         self.loss_kwargs = {"label_smoothing": o.label_smoothing} if o.label_smoothing else {}
         self.iters_per_epoch = self.batches.iters_per_epoch
+        # Gated shortcuts (He 2016b Table 1): the mean gate per unit at each evaluation (gates.py).
+        self.gate_batch = gates.fixed_batch(self.data, self.rt.device) if gates.gates_of(self.model) else None
         if spec.train.precise_bn:  # the same images, augmented alike, from a stream of their own
             self.precise_batches = precise_bn.train_batches(self.data, spec, self.rt.device, self.batches,
                                                             shard=self.dist.shard)
@@ -312,6 +314,9 @@ class Trainer:
             record["test_loss"], record["test_error"] = evaluate(self.model, self.data, "test", self.rt, d=self.dist)
             if self.spec.train.precise_bn:
                 record.update(self._precise_bn_eval())
+            if self.gate_batch is not None:
+                record["gate_mean"] = gates.gate_means(self.model, self.gate_batch.contiguous(
+                    memory_format=self.rt.memory_format))
         record["elapsed_s"] = round(p.elapsed, 3)
         record["images_per_s"] = p.train_images / max(p.elapsed, 1e-9)
         p.history.append(record)

@@ -15,6 +15,8 @@ def report(
     directory: Annotated[str, typer.Argument(help="A directory holding run directories (searched recursively).")],
     figure: Annotated[Optional[str], typer.Option("--figure", help="Also draw the bar chart here (PNG); with several "
                                                                    "studies, one file each: NAME-STUDY.png.")] = None,
+    gates: Annotated[Optional[str], typer.Option("--gates", help="Also plot the mean gate per unit over epochs of "
+                                                                 "the gated runs here (PNG).")] = None,
     json_: common.Json = False,
 ) -> None:
     """One table per study (row, test error median and mean ± std over seeds, n, training loss,
@@ -44,3 +46,7 @@ def report(
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")
             output.info(f"figure: {report_mod.figure(table, path)}")
+    if gates:
+        from ..experiments import gate_figure
+
+        output.info(f"gates: {gate_figure.figure(root, Path(gates))}")

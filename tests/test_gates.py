@@ -8,7 +8,6 @@ from typer.testing import CliRunner
 
 from oracles import gate_of
 from resnet_cli import data as data_mod
-from resnet_cli import spec as S
 from resnet_cli.cli import app
 
 
@@ -47,12 +46,36 @@ def test_a_net_without_gates_logs_none_and_the_figure_refuses_in_one_line(residu
     assert r.exit_code == 2 and "no run below it logged gate means" in r.stderr
 
 
-def test_gate_bias_study_selects_on_the_validation_split():
-    from resnet_cli.experiments.study import load_study
+def test_gate_bias_study_sweeps_exclusive_gating_on_resnet110_and_ranks_on_held_out_images():
+    from resnet_cli.experiments import study as study_mod
 
-    study = load_study("gate-bias")
-    assert study.metric == "val_error"
-    assert [row.overrides["model.shortcut.gate_bias"] for row in study.rows] == [0.0, -2.0, -4.0, -6.0, -8.0, -10.0]
-    spec = S.build(study.base, sets=[f"{k}={v}" for k, v in study.presets["quick"].overrides_flat().items()]) \
-        if hasattr(study.presets["quick"], "overrides_flat") else None
-    assert spec is None or spec.data.val_split > 0
+    for preset in ("paper", "quick"):
+        plan = study_mod.plan("gate-bias", preset)
+        assert plan.metric == "val_error"
+        assert [r.spec.model.shortcut.gate_bias for r in plan.rows] == [0.0, -2.0, -4.0, -6.0, -8.0, -10.0]
+        assert all(r.spec.model.shortcut.kind == "exclusive_gate" and r.spec.model.depth == 110
+                   and r.spec.model.unit == "original" and r.spec.data.val_split > 0 for r in plan.rows)
+    assert plan.rows[0].spec.data.dataset == "digits"  # quick: offline
+
+
+STUDY = """
+title: tiny val study
+metric: val_error
+base: digits/residual8
+spec: {model: {widths: [4], shortcut: {kind: exclusive_gate}}, data: {val_split: 100},
+       optim: {epochs: 1}}
+seeds: [0]
+rows:
+  - label: b_g -6
+"""
+
+
+def test_a_val_error_study_reports_each_runs_validation_error(in_tmp):
+    (in_tmp / "s.yaml").write_text(STUDY)
+    r = CliRunner().invoke(app, ["ablate", str(in_tmp / "s.yaml"), "--preset", "paper", "--out", "res", "--json"])
+    assert r.exit_code == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines() if '"row"' in line]
+    summary = json.loads(next((in_tmp / "res").rglob("summary.json")).read_text())
+    assert summary["val_error"] != summary["test_error"]  # 100 held-out images against 360 test images
+    reported = [row for row in rows if row.get("test_error_median") is not None][-1]
+    assert reported["test_error_median"] == round(summary["val_error"], 4)

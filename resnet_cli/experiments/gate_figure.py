@@ -30,6 +30,8 @@ def gated_runs(root: str | Path) -> list[dict]:
 
 
 def figure(root: str | Path, path: str | Path) -> Path:
+    from matplotlib.ticker import MaxNLocator
+
     from .. import figures
 
     runs = gated_runs(root)
@@ -49,8 +51,11 @@ def figure(root: str | Path, path: str | Path) -> Path:
                     marker="o" if len(epochs) == 1 else None, ms=3)
         ax.set_yscale("log")  # sigmoid(-6) = 0.0025 and sigmoid(0) = 0.5 on one axis
         ax.set(title=run["label"], xlabel="epoch", ylabel="mean gate g")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in list(axes.flat)[len(runs):]:
         ax.set_visible(False)
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(1, max(units, 2)))
-    fig.colorbar(sm, ax=axes.ravel().tolist(), fraction=0.03, label="unit (input side = 1)")
+    bar = fig.colorbar(sm, ax=axes.ravel().tolist(), fraction=0.03, label="unit (input side = 1)")
+    bar.locator = MaxNLocator(integer=True)
+    bar.update_ticks()
     return figures.save(fig, path)

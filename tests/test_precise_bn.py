@@ -150,3 +150,8 @@ def test_eval_recalibrate_bn_reports_both_figures_and_keeps_the_runs_own(residua
     assert row["loss_precise_bn"] != pytest.approx(row["loss"], abs=1e-9)
     default = json.loads(CliRunner().invoke(app, ["eval", str(residual8_run), "--recalibrate-bn"]).stdout.splitlines()[0])
     assert default["bn_batches"] == 23  # 1437 training images at batch 64: one epoch is fewer than 50
+
+
+def test_bn_batches_without_recalibrate_bn_is_one_line(residual8_run):
+    r = CliRunner().invoke(app, ["eval", str(residual8_run), "--bn-batches", "3"])
+    assert r.exit_code == 2 and "only with --recalibrate-bn" in r.stderr and "Traceback" not in r.stderr

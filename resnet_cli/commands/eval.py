@@ -38,10 +38,13 @@ def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, recalibrate
           json_: common.Json = False) -> None:
     """Error, loss, per-class error and confusion matrix of trained runs on a split (BN in eval mode, single view)."""
     from .. import output
+    from ..errors import UserError
     from ..experiments import evaluate as evaluate_mod
     from ..experiments.trained import check_dir, load_run, load_spec, pick_device
 
     fmt = output.choose(json_)
+    if bn_batches and not recalibrate_bn:
+        raise UserError(f"--bn-batches {bn_batches}: only with --recalibrate-bn (the batches it re-estimates BN over)")
     sets = [f"data.dir={data_dir}"] if data_dir is not None else []
     sets += list(set_ or [])
     for p in run_dirs:

@@ -61,6 +61,12 @@ class ShortcutSpec(_Section):
     # a Bernoulli mask with no 1/(1-p) rescaling in training, x * (1-p) at test time (the original
     # dropout). true: inverted dropout (nn.Dropout), whose expectation is x.
     dropout_rescale: bool = False
+    # A 1x1 projection W_s (options B/C, the `conv1x1` shortcut) in an original-ordering unit is followed
+    # by BN, as in the Torch code of He 2016a (fb.resnet.torch) and here for He 2016b Table 1's 1x1-conv
+    # shortcut, whose Fig. 2(e) draws the bare conv. false: the bare conv (without BN the digits
+    # ResNet-26 with conv1x1 shortcuts is NaN by iteration 40). Pre-activation projections never carry
+    # one (their input is already batch-normalised by the shared pre-activation).
+    bn: bool = True
 
 
 class ModelSpec(_Section):
@@ -183,6 +189,10 @@ class TrainSpec(_Section):
     checkpoint_every: Annotated[int, Field(ge=0)] = 1000  # iterations; 0: only at epoch ends
     # Log per-layer gradient norms into metrics every N iterations (0: never).
     grad_norm_every: Annotated[int, Field(ge=0)] = 0
+    # Precise BN (Wu & Johnson 2021): before each logged evaluation, also evaluate with BN statistics
+    # re-estimated over this many training batches, on the side (the weights, the running statistics
+    # the run carries on with and its checkpoints are untouched). 0: off, as the papers evaluate.
+    precise_bn: Annotated[int, Field(ge=0)] = 0
     # Recompute activations in K segments of units in the backward pass (0: off).
     checkpoint_segments: Annotated[int, Field(ge=0)] = 0
     channels_last: Literal["auto", "on", "off"] = "auto"
@@ -368,7 +378,7 @@ def to_yaml(spec: Spec) -> str:
 
 
 # Keys that may change between a run and its resume: where it runs and what it shows, not what it computes.
-RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard")
+RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard", "train.precise_bn")
 
 
 def diff(a: Spec, b: Spec) -> list[str]:

@@ -6,6 +6,7 @@ reads. Tags, each at the step (iteration count) the value belongs to:
     train/loss, train/lr              every train.SYNC_EVERY steps (the batch loss, the lr it used)
     epoch/train_loss, epoch/test_error, epoch/images_per_s, ...   each epoch record's numbers
     grad_norm/<layer>, grad_input/<unit>   each grad_norm record (train.grad_norm_every)
+    gate/<unit>                       each epoch record's mean gate per gated unit (gates.py)
 
 Resume: a run resumed from its checkpoint at iteration c recomputes every step after c, and the
 killed process may have written some of them already. The new writer starts with purge_step c + 1,
@@ -23,7 +24,8 @@ from .callbacks import Callback
 from .errors import UserError
 
 # Epoch record fields -> tags; `iter`, `epoch` and `elapsed_s` are the axes, not curves.
-EPOCH_FIELDS = ("train_loss", "train_error", "test_loss", "test_error", "val_loss", "val_error", "images_per_s")
+EPOCH_FIELDS = ("train_loss", "train_error", "test_loss", "test_error", "val_loss", "val_error", "images_per_s",
+                "test_loss_precise_bn", "test_error_precise_bn", "val_loss_precise_bn", "val_error_precise_bn")
 
 
 def check_installed() -> None:
@@ -60,6 +62,8 @@ class TensorBoardCallback(Callback):
             for name in EPOCH_FIELDS:
                 if record.get(name) is not None:
                     self.writer.add_scalar(f"epoch/{name}", record[name], step)
+            for unit, g in enumerate(record.get("gate_mean") or []):
+                self.writer.add_scalar(f"gate/{unit}", g, step)
         elif record["event"] == "grad_norm":
             for layer, norm in record["weights"].items():
                 self.writer.add_scalar(f"grad_norm/{layer}", norm, step)

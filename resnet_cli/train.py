@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from . import checkpoint as ckpt
 from . import data as data_mod
-from . import distributed
+from . import distributed, gates, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
@@ -118,6 +118,11 @@ class Trainer:
         # optim.label_smoothing: passed only when set, so the papers' loss stays the plain call.
         self.loss_kwargs = {"label_smoothing": o.label_smoothing} if o.label_smoothing else {}
         self.iters_per_epoch = self.batches.iters_per_epoch
+        # Gated shortcuts (He 2016b Table 1): the mean gate per unit at each evaluation (gates.py).
+        self.gate_batch = gates.fixed_batch(self.data, self.rt.device) if gates.gates_of(self.model) else None
+        if spec.train.precise_bn:  # the same images, augmented alike, from a stream of their own
+            self.precise_batches = precise_bn.train_batches(self.data, spec, self.rt.device, self.batches,
+                                                            shard=self.dist.shard)
         self.total = schedule.total_iters(o, self.iters_per_epoch)
         self.p = Progress()
         self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
@@ -307,6 +312,11 @@ class Trainer:
             if data_mod.num_examples(self.data, "val"):
                 record["val_loss"], record["val_error"] = evaluate(self.model, self.data, "val", self.rt, d=self.dist)
             record["test_loss"], record["test_error"] = evaluate(self.model, self.data, "test", self.rt, d=self.dist)
+            if self.spec.train.precise_bn:
+                record.update(self._precise_bn_eval())
+            if self.gate_batch is not None:
+                record["gate_mean"] = gates.gate_means(self.model, self.gate_batch.contiguous(
+                    memory_format=self.rt.memory_format))
         record["elapsed_s"] = round(p.elapsed, 3)
         record["images_per_s"] = p.train_images / max(p.elapsed, 1e-9)
         p.history.append(record)
@@ -318,6 +328,20 @@ class Trainer:
         self.save()
         for cb in self.callbacks:
             cb.on_epoch(self, record)
+
+    def _precise_bn_eval(self) -> dict[str, float]:
+        """train.precise_bn: the same evaluations with BN statistics re-estimated for the current
+        weights (precise_bn.py); the running statistics are put back bitwise afterwards."""
+        out = {}
+        prepare = lambda x: x.contiguous(memory_format=self.rt.memory_format)  # noqa: E731
+        with self.rt.autocast(), precise_bn.recalibrated(self.model, self.precise_batches, self.spec.train.precise_bn,
+                                                         prepare, seed=self.spec.run.seed):
+            distributed.broadcast_buffers(self.model, self.dist)  # rank 0's estimate everywhere
+            for split in ("val", "test"):
+                if data_mod.num_examples(self.data, split):
+                    out[f"{split}_loss_precise_bn"], out[f"{split}_error_precise_bn"] = evaluate(
+                        self.model, self.data, split, self.rt, d=self.dist)
+        return out
 
     def _finish(self) -> dict[str, Any]:
         p = self.p
@@ -331,8 +355,9 @@ class Trainer:
             "seed": self.spec.run.seed, "device": str(self.rt.device),
             "run_dir": str(self.run_dir.path) if self.run_dir is not None else None,
         }
-        if "val_error" in last:
-            summary["val_error"] = last["val_error"]
+        for key in ("val_error", "test_error_precise_bn", "val_error_precise_bn"):
+            if key in last:
+                summary[key] = last[key]
         if self.status == "diverged":
             summary["diverged_at"] = self.diverged_at
         if self.status == "interrupted":

@@ -267,3 +267,19 @@ def test_checkpointing_is_bitwise_equal_and_really_recomputes():
         assert torch.equal(pa.grad, pb.grad), na
     for (na, ba), (_, bb) in zip(a.named_buffers(), b.named_buffers()):
         assert torch.equal(ba, bb), na  # BN statistics updated once, not twice
+
+
+@pytest.mark.parametrize("bn", [True, False])
+def test_shortcut_bn_decides_whether_the_1x1_conv_shortcut_carries_a_batchnorm(bn):
+    """He 2016b Table 1's 1x1-conv shortcut on the digits ResNet-8 at width 4: 3 units of 4 -> 4
+    channels, each a 1x1 conv W_s (4*4 weights, no bias) with or without BN (4 weights + 4 biases)."""
+    def net(kind, bn):
+        return build({"model": {"family": "digits", "depth": 8, "widths": [4],
+                                "shortcut": {"kind": kind, "bn": bn}}, "data": {"dataset": "digits"}}, 1, 10)
+
+    with_conv = net("conv1x1", bn)
+    skips = [u.skip for u in with_conv.units]
+    assert len(skips) == 3
+    assert all(isinstance(s, nn.Sequential) == bn for s in skips)
+    assert sum(isinstance(m, nn.BatchNorm2d) for s in skips for m in s.modules()) == (3 if bn else 0)
+    assert count_params(with_conv) - count_params(net("identity", bn)) == 3 * (4 * 4 + (8 if bn else 0))

@@ -104,3 +104,17 @@ def test_each_sync_is_on_disk_before_a_checkpoint_can_follow(tmp_path):
     cb.on_sync(t, 1.5)
     assert scalars(tmp_path / "tb")["train/loss"] == [(20, 1.5)]  # read while the writer is still open
     cb.on_end(t, {})
+
+
+def test_gate_means_and_precise_bn_figures_are_curves_too(tmp_path):
+    r = CliRunner().invoke(app, ["train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "2",
+                                 "--set", "model.shortcut.kind=exclusive_gate", "--set", "train.precise_bn=3",
+                                 "--tensorboard", "--out", str(tmp_path / "run")])
+    assert r.exit_code == 0, r.stderr
+    run = RunDir(tmp_path / "run")
+    tb = scalars(run.file("tensorboard"))
+    epochs = [m for m in run.metrics() if m["event"] == "epoch"]
+    for unit in range(3):
+        assert tb[f"gate/{unit}"] == [(m["iter"], pytest.approx(m["gate_mean"][unit], rel=1e-6)) for m in epochs]
+    assert tb["epoch/test_error_precise_bn"] == [(m["iter"], pytest.approx(m["test_error_precise_bn"], rel=1e-6))
+                                                 for m in epochs]

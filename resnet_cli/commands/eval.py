@@ -16,6 +16,10 @@ RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR",
 Split = Annotated[str, typer.Option("--split", help="test, val (needs data.val_split) or train.")]
 Tta = Annotated[str | None, typer.Option("--tta",
     help="flip: also the softmax averaged over each image and its mirror (runs trained with flips only).")]
+Recalibrate = Annotated[bool, typer.Option("--recalibrate-bn",
+    help="Also the error with BN statistics re-estimated for the weights over training batches (precise BN).")]
+BnBatches = Annotated[int, typer.Option("--bn-batches", min=0,
+    help="Training batches for --recalibrate-bn; 0: 50, or one epoch where that is fewer.")]
 BatchSize = Annotated[int, typer.Option("--batch-size", min=1, help="Images per evaluation batch.")]
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 OutDir = Annotated[str | None, typer.Option("--out",
@@ -27,16 +31,20 @@ TABLE_CLASSES = 12
 
 
 @command(name="eval")
-def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, data_dir: common.DataDir = None,
+def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, recalibrate_bn: Recalibrate = False,
+          bn_batches: BnBatches = 0, data_dir: common.DataDir = None,
           set_: common.DataSet = None, batch_size: BatchSize = 1000, device: Device = "auto",
           threads: common.RunThreads = None, out: OutDir = None, figure: Figure = None,
           json_: common.Json = False) -> None:
     """Error, loss, per-class error and confusion matrix of trained runs on a split (BN in eval mode, single view)."""
     from .. import output
+    from ..errors import UserError
     from ..experiments import evaluate as evaluate_mod
     from ..experiments.trained import check_dir, load_run, load_spec, pick_device
 
     fmt = output.choose(json_)
+    if bn_batches and not recalibrate_bn:
+        raise UserError(f"--bn-batches {bn_batches}: only with --recalibrate-bn (the batches it re-estimates BN over)")
     sets = [f"data.dir={data_dir}"] if data_dir is not None else []
     sets += list(set_ or [])
     for p in run_dirs:
@@ -47,7 +55,8 @@ def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, data_dir: c
     results = []
     for p in run_dirs:
         trained = load_run(p, dev, sets)
-        results.append(evaluate_mod.evaluate_run(trained, split, tta, batch_size))
+        results.append(evaluate_mod.evaluate_run(trained, split, tta, batch_size,
+                                                 bn_batches if recalibrate_bn else None))
     written = _write(results, split, Path(out) if out else None, Path(figure) if figure else None)
     if fmt is output.Format.JSON:
         for r in results:
@@ -88,20 +97,28 @@ def _render(results: list[dict], written: list[tuple[str, Path]]) -> None:
 
     con = output.stdout()
     tta = any("tta" in r for r in results)
+    precise = any("error_precise_bn" in r for r in results)
     cols = ["run", "net", "status", "iter", "error %", "loss", "logged %"]
     rows = []
     base, names = output.short_paths([r["run"] for r in results])
     for r, name in zip(results, names):
         row = [name, r["label"], r["status"], str(r["iter"]), r["error"],
                f"{r['loss']:.4f}", r["logged_error"]]
+        if precise:
+            row += [r.get("error_precise_bn"), str(r.get("bn_batches", ""))]
         if tta:
             row.append(r["tta"]["error"] if "tta" in r else None)
         rows.append(row)
     split = results[0]["split"]
+    extra = (["precise BN %", "BN batches"] if precise else []) + (["flip %"] if tta else [])
+    caption = "logged %: the run's own figure at this iteration (metrics.jsonl)"
+    if precise:
+        caption += ("; precise BN %: with BN statistics re-estimated for these weights over that many "
+                    "training batches (error % uses the running statistics)")
     con.print(output.table(f"resnet eval, {split} split: BN in eval mode, the single view"
-                           + (f" (runs in {base})" if base else ""), cols + (["flip %"] if tta else []), rows,
-                           justify_right=[False, False, False] + [True] * (len(cols) - 3 + tta), compact=True,
-                           caption="logged %: the run's own figure at this iteration (metrics.jsonl)"))
+                           + (f" (runs in {base})" if base else ""), cols + extra, rows,
+                           justify_right=[False, False, False] + [True] * (len(cols) - 3 + len(extra)), compact=True,
+                           caption=caption))
     for r in results:
         con.print(_class_table(r))
     for _, path in written:

@@ -18,6 +18,8 @@ def report(
     threshold: Annotated[Optional[float], typer.Option(
         "--threshold", help="For runs of `resnet ablate --budgets`: the test error % a row must reach "
                             "(default: the study's fail_above).")] = None,
+    gates: Annotated[Optional[str], typer.Option("--gates", help="Also plot the mean gate per unit over epochs of "
+                                                                 "the gated runs here (PNG).")] = None,
     json_: common.Json = False,
 ) -> None:
     """One table per study (row, test error median and mean ± std over seeds, n, training loss,
@@ -57,3 +59,7 @@ def report(
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")
             output.info(f"figure: {report_mod.figure(table, path)}")
+    if gates:
+        from ..experiments import gate_figure
+
+        output.info(f"gates: {gate_figure.figure(root, Path(gates))}")

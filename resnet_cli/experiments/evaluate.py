@@ -6,6 +6,8 @@ cross-entropy summed in fp32. On a run trained in fp32 this gives back the run's
 error exactly. `--tta flip` adds a second figure beside it: the softmax averaged over the image and
 its mirror, offered only to runs that trained with flips (a mirrored digit or kana is another
 symbol, and a net never shown mirrors has no reason to agree with itself on them).
+`--recalibrate-bn` adds another: the error with BN statistics re-estimated for the checkpoint's
+weights over training batches (precise BN, Wu & Johnson 2021; resnet_cli/precise_bn.py).
 
 The confusion matrix counts test images by (true class, predicted class): rows are the true class,
 so a row sums to that class's images and its off-diagonal share is the class's error.
@@ -19,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import data as data_mod
+from .. import precise_bn
 from ..errors import UserError
 from ..rundir import RunDir
 from .trained import Trained, load_spec, runtime_for
@@ -104,8 +107,11 @@ def logged_error(trained: Trained, split: str) -> float | None:
     return hits[-1] if hits else None
 
 
-def evaluate_run(trained: Trained, split: str = "test", tta: str | None = None, batch_size: int = BATCH) -> dict:
-    """The whole evaluation of one run; errors in %, losses per image."""
+def evaluate_run(trained: Trained, split: str = "test", tta: str | None = None, batch_size: int = BATCH,
+                 bn_batches: int | None = None) -> dict:
+    """The whole evaluation of one run; errors in %, losses per image. `bn_batches`: also evaluate
+    with BN statistics re-estimated over that many training batches (0: min(DEFAULT_BATCHES, one
+    epoch)); the model is given back with its own running statistics."""
     check_request(trained.path, trained.spec, split, tta)
     data, model = trained.data, trained.model
     runtime_for(trained.device)  # fp32, TF32 off on CUDA: the net's own numbers
@@ -123,10 +129,24 @@ def evaluate_run(trained: Trained, split: str = "test", tta: str | None = None, 
         "classes": names, "per_class": per_class(sums["confusion"], names),
         "confusion": sums["confusion"].tolist(),
     }
+    if bn_batches is not None:
+        result.update(recalibrated(trained, split, batch_size, bn_batches))
     if tta:
         result["tta"] = {"mode": tta, "error": error_of(sums["tta_confusion"])[1],
                          "loss": sums["tta_loss_sum"] / images, "confusion": sums["tta_confusion"].tolist()}
     return result
+
+
+def recalibrated(trained: Trained, split: str, batch_size: int, bn_batches: int) -> dict:
+    """The split's error and loss with precise-BN statistics over `bn_batches` training batches."""
+    data, model, spec = trained.data, trained.model, trained.spec
+    batches = precise_bn.train_batches(data, spec, trained.device)
+    n = bn_batches or min(precise_bn.DEFAULT_BATCHES, batches.iters_per_epoch)
+    with precise_bn.recalibrated(model, batches, n, seed=spec.run.seed):
+        size = min(batch_size, data_mod.num_examples(data, split))
+        sums = counts(model, data_mod.eval_for(data, split, size, trained.device), data.num_classes)
+    images, error = error_of(sums["confusion"])
+    return {"bn_batches": n, "error_precise_bn": error, "loss_precise_bn": sums["loss_sum"] / images}
 
 
 def figure(results: list[dict], path: str | Path) -> Path:

@@ -176,8 +176,9 @@ def describe(tree: dict[str, Any]) -> str:
     return " ".join(str(p) for p in parts)
 
 
-def load_run(path: Path) -> RunRecord | None:
-    """A run directory's record, or None when `path` is not a run (nor a planned one)."""
+def load_run(path: Path, metric: str | None = None) -> RunRecord | None:
+    """A run directory's record, or None when `path` is not a run (nor a planned one). `metric`:
+    the error its row reports (a study's `metric`; None: study.json's, else test_error)."""
     path = Path(path)
     study = _read_json(path / "study.json")
     tree = _spec_tree(path) if (path / "spec.yaml").is_file() else None
@@ -193,12 +194,13 @@ def load_run(path: Path) -> RunRecord | None:
     else:
         rec = RunRecord(path=path, study="runs", title="runs", preset="-", paper_metric=None, index=0,
                         row=describe(tree), seed=tree.get("run", {}).get("seed"), paper=None, status="pending")
+    metric = metric or (study or {}).get("metric") or "test_error"
     if tree is not None:
         rec.dataset = tree.get("data", {}).get("dataset")
     summary = _read_json(path / "summary.json")
     if summary is not None:
         rec.status = str(summary.get("status", "unfinished"))
-        rec.test_error, rec.train_loss = summary.get("test_error"), summary.get("train_loss")
+        rec.test_error, rec.train_loss = summary.get(metric), summary.get("train_loss")
         rec.train_error, rec.wall_s = summary.get("train_error"), summary.get("wall_time_s")
         rec.params = summary.get("params")
         if rec.status == "interrupted":
@@ -207,7 +209,7 @@ def load_run(path: Path) -> RunRecord | None:
         rec.status = "unfinished"
         last = _last_metrics(path / "metrics.jsonl")
         if last is not None:  # a run in progress, or cut off: shown, never counted in the statistics
-            rec.test_error, rec.train_loss = last.get("test_error"), last.get("train_loss")
+            rec.test_error, rec.train_loss = last.get(metric), last.get("train_loss")
     return rec
 
 
@@ -236,7 +238,7 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
     """The plan's runs as records: what is on disk, `running` or `pending` for the rest."""
     out = []
     for run in plan.runs:
-        rec = load_run(run.path)
+        rec = load_run(run.path, plan.metric)
         base = run.record(plan)
         if rec is None or rec.study == "runs":
             rec = RunRecord(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,

@@ -80,6 +80,9 @@ class StudyFile(_Strict):
     about: str | None = None
     paper_metric: str | None = None  # what the paper column measures, e.g. "CIFAR-10 test error %"
     fail_above: FailAbove = None
+    # What a row's runs are ranked by: the test error (the papers' tables), or the error on the
+    # images held out by data.val_split, for studies that choose a setting as He 2016b chose b_g.
+    metric: Literal["test_error", "val_error"] = "test_error"
     base: str | None = None
     spec: dict[str, Any] = {}
     seeds: list[Annotated[int, Field(ge=0)]] = [0]
@@ -148,7 +151,7 @@ class PlannedRun:
         return {
             "study": plan.name, "title": plan.title, "preset": plan.preset, "paper_metric": plan.paper_metric,
             "index": self.row.index, "row": self.row.label, "seed": self.seed, "paper": self.row.paper,
-            "fail_above": plan.fail_above,
+            "fail_above": plan.fail_above, "metric": plan.metric,
             **({"budget": self.budget} if self.budget != 1 else {}),
         }
 
@@ -167,6 +170,7 @@ class Plan:
     rows: list[PlannedRow] = field(default_factory=list)
     runs: list[PlannedRun] = field(default_factory=list)
     budgets: list[int] = field(default_factory=lambda: [1])  # `--budgets`: multiples of the preset's length
+    metric: str = "test_error"  # the study's `metric`: the summary.json field its rows report
 
     def find(self, key: str) -> PlannedRun:
         """`ROW:SEED`, the form `--only` takes and `--list` prints."""
@@ -357,6 +361,9 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
             spec = spec_mod.resolve(spec_mod.validate(tree, where))
         except UserError as exc:
             raise UserError(exc.message if exc.message.startswith(where) else f"{where}: {exc.message}") from None
+        if study.metric == "val_error" and not spec.data.val_split:
+            raise UserError(f"{where}: the study reports val_error but data.val_split is 0; "
+                            "hold images out (data.val_split > 0) or use metric: test_error")
         planned.append(PlannedRow(index=i, label=row.label, paper=row.paper, spec=spec))
 
     run_seeds = list(seeds) if seeds else list(chosen.seeds or study.seeds)
@@ -366,4 +373,4 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
                 paper_metric=study.paper_metric,
                 fail_above=chosen.fail_above if chosen.fail_above is not None else study.fail_above,
                 source=source, results=out, seeds=run_seeds, rows=planned,
-                runs=runs)
+                runs=runs, metric=study.metric)

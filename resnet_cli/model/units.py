@@ -124,7 +124,7 @@ def make_unit(block: str, cin: int, width: int, stride: int, ordering: str, *, s
     if isinstance(combine, NoShortcut):
         skip: nn.Module = nn.Identity()  # a plain net has no shortcut parameters at all
     else:
-        skip = make_skip(downsample, cin, cout, stride, with_bn=not order.pre,
+        skip = make_skip(downsample, cin, cout, stride, with_bn=shortcut["bn"] and not order.pre,
                          always_project=getattr(combine, "always_project", False))
     return ResidualUnit(
         shared_pre=act(order.pre, cin) if shared else nn.Identity(),

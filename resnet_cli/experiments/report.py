@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import output
+from . import evidence
 from .study import Plan
 
 FINAL = ("completed", "diverged")
@@ -66,6 +67,15 @@ class RowStats:
     @property
     def n(self) -> int:
         return len(self.errors)
+
+    def values(self) -> dict[Any, float | None]:
+        """seed -> test error (None where the run gave none): what paired differences pair on."""
+        return {r.seed: (r.test_error if r.status == "completed" and _finite(r.test_error) else None)
+                for r in self.runs}
+
+    def evidence(self) -> dict[str, Any]:
+        """median, mean, std, n and the median's 95% bootstrap interval (evidence.py)."""
+        return evidence.describe(self.errors)
 
     def median(self) -> float | None:
         return statistics.median(self.errors) if self.errors else None
@@ -209,25 +219,72 @@ def load_run(path: Path) -> RunRecord | None:
     return rec
 
 
-def collect(root: str | Path) -> list[RunRecord]:
-    """Every run directory at or below `root`."""
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(_flat(v, f"{prefix}{k}."))
+    return out if tree else {prefix.rstrip("."): {}}
+
+
+# Not what a run is: a row pools its seeds, and the run directory says only where it was written.
+_NOT_THE_RUN = ("run.seed", "run.out")
+
+
+def _spec_key(tree: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in _flat(tree).items() if k not in _NOT_THE_RUN},
+                      sort_keys=True, default=str)
+
+
+def _label_loose(loose: list[RunRecord], trees: dict[Path, dict[str, Any]]) -> None:
+    """One row per distinct spec (seeds pooled); rows whose readable label is the same are told
+    apart by the dotted keys in which their specs differ (`optim.lr=0.05`), not by a number."""
+    keys: dict[str, int] = {}
+    for r in loose:
+        keys.setdefault(_spec_key(trees[r.path]), len(keys) + 1)
+    by_label: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in loose:
+        flat = {k: v for k, v in _flat(trees[r.path]).items() if k not in _NOT_THE_RUN}
+        by_label.setdefault(r.row, {})[_spec_key(trees[r.path])] = flat
+    names: dict[str, str] = {}
+    for label, specs in by_label.items():
+        if len(specs) == 1:
+            names.update({key: label for key in specs})
+            continue
+        dotted = sorted({k for flat in specs.values() for k in flat})
+        differ = [k for k in dotted if len({json.dumps(f.get(k), default=str) for f in specs.values()}) > 1]
+        for key, flat in specs.items():
+            what = ", ".join(f"{k}={flat.get(k, '-')}" for k in differ)
+            names[key] = f"{label} ({what})"
+    for r in loose:
+        key = _spec_key(trees[r.path])
+        r.index, r.row = keys[key], names[key]
+
+
+def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[RunRecord]:
+    """Every run directory at or below `root`, each (spec minus seed and out, seed) once: the same
+    run found again (gathered twice, copied) is one seed, not two. The copies left out are appended
+    to `duplicates` (the first in path order is kept, a finished one before an unfinished one)."""
     root = Path(root)
     dirs = {p.parent for name in ("study.json", "spec.yaml") for p in root.rglob(name)}
     records = [rec for d in sorted(dirs) if (rec := load_run(d)) is not None]
-    # Runs outside any study: one row per distinct spec (seeds pooled).
-    loose = [r for r in records if r.study == "runs"]
+    trees = {r.path: (_spec_tree(r.path) or {}) for r in records}
+    seen: dict[tuple, RunRecord] = {}
+    kept: list[RunRecord] = []
+    for r in sorted(records, key=lambda r: (r.status not in FINAL, str(r.path))):
+        ident = ((r.study, r.preset, r.index, r.row) if r.study != "runs" else (_spec_key(trees[r.path]),), r.seed)
+        if ident in seen:
+            if duplicates is not None:
+                duplicates.append(r.path)
+            continue
+        seen[ident] = r
+        kept.append(r)
+    kept.sort(key=lambda r: str(r.path))
+    loose = [r for r in kept if r.study == "runs"]
     if loose:
-        keys: dict[str, int] = {}
-        labels: dict[str, str] = {}
-        for r in loose:
-            tree = _spec_tree(r.path) or {}
-            key = json.dumps({k: v for k, v in tree.items() if k != "run"}, sort_keys=True)
-            if key not in keys:
-                keys[key] = len(keys) + 1
-                same = sum(1 for lab in labels.values() if lab.split(" #")[0] == r.row)
-                labels[key] = r.row if not same else f"{r.row} #{same + 1}"
-            r.index, r.row = keys[key], labels[key]
-    return records
+        _label_loose(loose, trees)
+    return kept
 
 
 def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] | None = None) -> list[RunRecord]:
@@ -281,9 +338,14 @@ def _round(x: float | None, digits: int = 4) -> float | None:
 
 
 def row_json(table: StudyTable, row: RowStats) -> dict[str, Any]:
-    """One object per row (`--json`): the issue's fields plus the per-seed values."""
+    """One object per row (`--json`): median, mean, std, n, ci95 (the median's 95% bootstrap
+    interval, or null and `ci95_reason`), the older test_error_* names, and the per-seed values."""
+    ev = row.evidence()
+    stats = {k: _round(v) if k not in ("n", "ci95", "ci95_reason") else v for k, v in ev.items()}
+    if stats["ci95"] is not None:
+        stats["ci95"] = [_round(x) for x in stats["ci95"]]
     return {
-        "event": "row", "study": table.study, "preset": table.preset, "index": row.index, "row": row.row,
+        "event": "row", "study": table.study, "preset": table.preset, "index": row.index, "row": row.row, **stats,
         "test_error_median": _round(row.median()), "test_error_mean": _round(row.mean()),
         "test_error_std": _round(row.std()), "n": row.n, "train_loss": _round(row.train_loss(), 6),
         "status": row.status(), "fail": row.fails(table.fail_above), "fail_above": table.fail_above,
@@ -295,6 +357,19 @@ def row_json(table: StudyTable, row: RowStats) -> dict[str, Any]:
     }
 
 
+def compare(table: StudyTable, group=None) -> dict[str, Any]:
+    """The study against the paper's order (evidence.compare) from its rows."""
+    return evidence.compare([{"index": row.index, "row": row.row, "paper": row.paper, "median": row.median(),
+                              "fail": row.fails(table.fail_above), "values": row.values()} for row in table.rows],
+                            group)
+
+
+def study_json(table: StudyTable) -> dict[str, Any]:
+    """The study's summary object (`--json`, after its rows): Kendall's tau against the paper's
+    figures with its permutation p-value, the three pair counts and every compared pair."""
+    return {"event": "study", "study": table.study, "preset": table.preset, **compare(table)}
+
+
 def paper_str(value: float | str | None) -> str:
     if value is None:
         return "-"
@@ -304,28 +379,64 @@ def paper_str(value: float | str | None) -> str:
 _STATUS_STYLE = {"completed": "green", "diverged": "red", "error": "red", "running": "yellow"}
 
 
-def render(table: StudyTable, live: bool = False):
-    """The rich table of a study: ours (median, mean ± std, n), training loss, status, the paper."""
+def reading(table: StudyTable) -> str | None:
+    """One line under the table: Kendall's tau against the paper's figures and the three pair counts."""
+    c = compare(table)
+    pairs = c["pairs_in_order_resolved"] + c["pairs_unresolved"] + c["pairs_reversed_resolved"]
+    if c["kendall_tau"] is None and not pairs:
+        return None
+    tau = (f"Kendall's tau {c['kendall_tau']:.2f} against the paper's figures (one-sided permutation p "
+           f"{c['p_value']:.3f}, {c['rows']} rows)" if c["kendall_tau"] is not None else c["reason"])
+    return (f"{tau}; pairs with a paper figure: {c['pairs_in_order_resolved']} in the paper's order and resolved, "
+            f"{c['pairs_unresolved']} unresolved, {c['pairs_reversed_resolved']} reversed and resolved "
+            f"(resolved: the paired-by-seed 95% interval excludes 0)")
+
+
+def _spread(ev: dict[str, Any], digits: int) -> str:
+    if ev["mean"] is None:
+        return "-"
+    if ev["std"] is None:
+        return f"{ev['mean']:.{digits}f}"
+    sep = " ± " if digits > 1 else "±"
+    return f"{ev['mean']:.{digits}f}{sep}{ev['std']:.{digits}f}"
+
+
+def render(table: StudyTable, live: bool = False, width: int | None = None):
+    """The rich table of a study: ours (median with its 95% interval below it; mean ± std with n
+    below it), training loss, status, the paper. Below 110 columns the interval and the spread keep
+    one decimal, so the row labels keep their width (numbers are abbreviated, never labels)."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
+    narrow = width is not None and width < 110
+    digits = 1 if narrow else 2
     rule = (f"; fail = median above {table.fail_above:g}%, the paper's rule" if table.fail_above is not None else "")
     caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over completed seeds "
-               f"(diverged runs counted, never averaged){rule}; paper: {table.paper_metric or '-'}")
+               f"(diverged runs counted, never averaged){rule}; below the median its 95% bootstrap interval over "
+               f"seeds (no interval: n < {evidence.MIN_N}); paper: {table.paper_metric or '-'}")
+    if not live and (line := reading(table)):
+        caption += ". " + line
     t = Table(title=escape(f"{table.title} [preset {table.preset}]"), caption=None if live else escape(caption),
-              header_style="bold")
-    for name, right in (("#", True), ("row", False), ("median %", True), ("mean ± std", True),
-                        ("n", True), ("train loss", True), ("status", False), ("paper", True)):
-        # Only the label may wrap: numbers stay on one line in a narrow terminal.
-        t.add_column(name, justify="right" if right else "left", no_wrap=name != "row")
+              header_style="bold", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, collapse_padding=narrow,
+              pad_edge=not narrow)
+    for name, right in (("#", True), ("row", False), ("median %\n95% CI", True), ("mean ± std\nn", True),
+                        ("train\nloss", True), ("status", False), ("paper", True)):
+        # Numbers stay on one line; the label wraps, but keeps room for a few words per line.
+        t.add_column(name, justify="right" if right else "left", no_wrap=right,
+                     min_width=16 if name == "row" else None)
     for row in table.rows:
-        mean, std = row.mean(), row.std()
-        spread = "-" if mean is None else f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}"
+        ev = row.evidence()
         status = row.status()
         style = _STATUS_STYLE.get(status.split()[0], "")
         median = output.fmt(row.median()) + (" [red]fail[/]" if row.fails(table.fail_above) else "")
-        t.add_row(str(row.index), escape(row.row), median, spread, f"{row.n}/{len(row.runs)}",
-                  output.fmt(row.train_loss(), 4), f"[{style}]{status}[/]" if style else status, paper_str(row.paper))
+        ci = ev["ci95"]
+        interval = (f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "no interval") if ev["n"] else ""
+        loss = row.train_loss()
+        t.add_row(str(row.index), escape(row.row), median + ("\n" + escape(interval) if interval else ""),
+                  f"{_spread(ev, digits)}\n{row.n}/{len(row.runs)}",
+                  "-" if loss is None else f"{loss:.2g}" if narrow else f"{loss:.4f}",
+                  f"[{style}]{status}[/]" if style else status, paper_str(row.paper))
     return t
 
 

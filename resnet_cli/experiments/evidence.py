@@ -120,7 +120,7 @@ def compare(rows: Sequence[Mapping[str, Any]], group: Callable[[str], str] | Non
     `median`, `fail` and `values` (seed -> test error, None where a run gave none). Pairs are the rows
     with numeric, different paper figures (within one `group` of labels where given, as He 2016b
     Table 2 compares the orderings of one net at a time), leaving out pairs that both fail here (two
-    nets at chance have no order); each pair's difference is worse-in-the-paper minus
+    nets at chance have no order) and rows with no completed seed; each pair's difference is worse-in-the-paper minus
     better-in-the-paper, paired by seed, so a positive difference is the paper's order."""
     numeric = [r for r in rows if isinstance(r.get("paper"), (int, float)) and not isinstance(r.get("paper"), bool)]
     groups: dict[str, list[Mapping[str, Any]]] = {}
@@ -130,11 +130,15 @@ def compare(rows: Sequence[Mapping[str, Any]], group: Callable[[str], str] | Non
     def failed(r: Mapping[str, Any]) -> bool:
         return bool(r.get("fail")) or r.get("median") is None
 
+    def measured(r: Mapping[str, Any]) -> bool:
+        return bool(_finite(list(r["values"].values())))
+
     pairs = []
     for name, members in groups.items():
         for i, a in enumerate(members):
             for b in members[i + 1:]:
-                if a["paper"] == b["paper"] or (failed(a) and failed(b)):
+                # A row with no completed seed (diverged) has nothing to pair; the tables say it fails.
+                if a["paper"] == b["paper"] or (failed(a) and failed(b)) or not (measured(a) and measured(b)):
                     continue
                 better, worse = (a, b) if a["paper"] < b["paper"] else (b, a)
                 d = paired(better["values"], worse["values"])

@@ -133,9 +133,10 @@ def test_degrade_table_on_fake_summaries():
                                          "ours": 0.7021, "article": 0.56, "article_range": [0.395, 0.834],
                                          "criterion": "below 0.8", "reproduced": True}])
     lines = text.splitlines()
-    assert lines[0] == "| net | depth | n | params | train loss | train acc | test acc | grad norm, first conv, step 1 |"
-    assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | 0.542 (0.225–0.742) "
-                        "| 4.09 (2.81–4.97) |")
+    assert lines[0] == ("| net | depth | n | params | train loss | train acc | train acc: 95% interval of the median "
+                        "| test acc | test acc: 95% interval | grad norm, first conv, step 1 |")
+    assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | - | 0.542 (0.225–0.742) "
+                        "| - | 4.09 (2.81–4.97) |")
     assert "Median (min–max) over seeds 0..2." in text
     assert "| plain-26 degrades | median training accuracy | 0.70 | 0.56, 0.395–0.834 | below 0.8 | yes |" in text
 
@@ -184,6 +185,28 @@ def test_lesion_tables_on_a_fake_pair():
     assert R.lesion_k_table(recs).splitlines()[2] == "| 1 | 2 | 40.00 [3.00, 78.33] | 90.00 |"
     summary = R.lesion_summary_table([(0, recs)], early=1).splitlines()
     assert summary[2] == "| 0 | ResNet | 2 | 2.50 | 78.33 | 3.00 | +0.50 | - | - |"
+
+
+def test_degrade_reading_from_the_paired_differences_by_hand():
+    # residual - plain training accuracy per seed +0.30 +0.25 +0.40: all positive, resolved at n = 3
+    # (interval by hand: a 3-seed percentile interval of the mean lies within [min, max]); test
+    # accuracy +0.10 -0.05 +0.02: signs mixed, not resolved; mean 0.0233, sd 0.0751 ->
+    # ((1.96 + 0.84) * 0.0751 / 0.0233)^2 = 81.2: 82 seeds.
+    from resnet_cli.experiments import evidence
+
+    plain = {0: 0.60, 1: 0.70, 2: 0.55}
+    res = {0: 0.90, 1: 0.95, 2: 0.95}
+    plain_t, res_t = {0: 0.80, 1: 0.90, 2: 0.88}, {0: 0.90, 1: 0.85, 2: 0.90}
+    row = {"event": "summary", "net": "residual", "depth": 26,
+           "paired": {"train_acc": evidence.paired(plain, res), "test_acc": evidence.paired(plain_t, res_t)}}
+    text = R.degrade_pairs([row])
+    lo, hi = row["paired"]["train_acc"]["ci95"]
+    assert 0.25 <= lo and hi <= 0.40
+    assert text == ("Paired by seed (95% interval of the mean difference): "
+                    f"ResNet-26 minus plain-26, training accuracy: +31.7 points [{100 * lo:+.1f}, {100 * hi:+.1f}], "
+                    "resolved at n = 3. ResNet-26 minus plain-26, test accuracy: +2.3 points "
+                    f"[{100 * row['paired']['test_acc']['ci95'][0]:+.1f}, {100 * row['paired']['test_acc']['ci95'][1]:+.1f}]"
+                    ", not resolved at n = 3; about 82 seeds would resolve it.\n")
 
 
 def test_landscape_and_ablate_rows():

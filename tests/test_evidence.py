@@ -143,3 +143,23 @@ def test_at_80_columns_labels_keep_their_width(tmp_path):
         assert all(word in text for word in label.split())
     assert "original (identity)" in text and "1x1 conv shortcut" in text
     assert "[2.9, 3.4]" in text  # the interval abbreviated to one decimal, not the labels
+
+
+def test_the_interval_is_the_medians_not_the_means(tmp_path):
+    """Seven seeds with one far off: the median's interval stays among the close seeds, the mean's
+    would not (with 3 seeds both are [min, max], so this needs more)."""
+    errs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 40.0)
+    for seed, err in enumerate(errs):
+        _write_run(tmp_path, 1, "skewed", seed, "completed", err, None, paper=6.0)
+    (row,) = [x for x in _json(["report", tmp_path, "--json"])[0] if x["event"] == "row"]
+    ci = stats.bootstrap((np.array(errs),), np.median, n_resamples=9999, method="percentile",
+                         rng=np.random.default_rng(0)).confidence_interval
+    assert row["ci95"] == pytest.approx([ci.low, ci.high], abs=1e-4) and row["ci95"][1] <= 6.0
+
+
+def test_an_interval_touching_zero_does_not_resolve():
+    # Differences 0, 1, 2: the resample of seed 0 three times (probability 1/27 > 2.5%) has mean 0,
+    # so the interval's lower end is 0 itself: not excluded.
+    p = evidence.paired({0: 1.0, 1: 1.0, 2: 1.0}, {0: 1.0, 1: 2.0, 2: 3.0})
+    assert p["ci95"][0] == 0.0 and p["resolved"] is False
+    assert p["seeds_needed"] == 8  # ((1.96 + 0.84) * 1.0 / 1.0)^2 = 7.85

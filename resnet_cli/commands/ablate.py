@@ -118,7 +118,7 @@ class _Progress:
 
     def table(self):
         records = self.report.planned(self.plan, self.running, self.failed)
-        return self.report.render(self.report.aggregate(records)[0], live=True)
+        return self.report.render(self.report.aggregate(records)[0], live=True, width=self.console.width)
 
     def __call__(self, run, outcome) -> None:
         from rich.markup import escape

@@ -47,6 +47,13 @@ def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.strip()]  # every line must parse
 
 
+def rows_of(text):
+    """The row objects of a study's JSON lines (the last line is the study's summary)."""
+    lines = json_lines(text)
+    assert lines[-1]["event"] == "study" and "kendall_tau" in lines[-1] and "p_value" in lines[-1]
+    return [x for x in lines if x["event"] == "row"]
+
+
 def write(path, text):
     path.write_text(text)
     return path
@@ -190,7 +197,7 @@ def test_unknown_study_and_preset(in_tmp, tiny):
 def test_sweep_json_skip_and_figure(in_tmp, tiny, monkeypatch):
     r = invoke("ablate", tiny, "--out", "res", "--jobs", 1, "--json")
     assert r.exit_code == 0, r.stderr
-    rows = json_lines(r.stdout)
+    rows = rows_of(r.stdout)
     assert [x["row"] for x in rows] == ["identity", "plain"]
     for x in rows:
         for key in ("row", "test_error_median", "test_error_mean", "test_error_std", "n", "train_loss", "status",
@@ -210,7 +217,7 @@ def test_sweep_json_skip_and_figure(in_tmp, tiny, monkeypatch):
     monkeypatch.setattr(train_mod.Trainer, "run", refuse)
     again = invoke("ablate", tiny, "--out", "res", "--jobs", 1, "--json")
     assert again.exit_code == 0, again.stderr
-    assert json_lines(again.stdout) == rows
+    assert rows_of(again.stdout) == rows
     assert "0 run(s) trained, 4 already finished" in again.stderr
 
 
@@ -248,7 +255,7 @@ def test_diverged_row_is_marked_and_the_sweep_goes_on(in_tmp):
     path = write(in_tmp / "blow.yaml", TINY.replace("seeds: [0, 1]", "seeds: [0]") + BLOWUP)
     r = invoke("ablate", path, "--out", "res", "--jobs", 1, "--json")
     assert r.exit_code == 0, r.stderr
-    rows = {x["row"]: x for x in json_lines(r.stdout)}
+    rows = {x["row"]: x for x in rows_of(r.stdout)}
     assert rows["absurd lr"]["status"] == "diverged" and rows["absurd lr"]["n"] == 0
     assert rows["absurd lr"]["diverged"] == 1 and rows["absurd lr"]["test_error_median"] is None
     assert rows["identity"]["status"] == rows["plain"]["status"] == "completed"
@@ -289,7 +296,7 @@ def test_report_rebuilds_the_same_table_from_gathered_dirs(in_tmp, tiny):
         t = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--set", "data.train_subset=128",
                    "--epochs", 1, "--seed", seed, "--out", in_tmp / "loose" / f"s{seed}")
         assert t.exit_code == 0, t.stderr
-    loose = json_lines(invoke("report", in_tmp / "loose", "--json").stdout)
+    loose = rows_of(invoke("report", in_tmp / "loose", "--json").stdout)
     assert len(loose) == 1 and loose[0]["study"] == "runs" and loose[0]["n"] == 2
 
 
@@ -311,7 +318,7 @@ def test_changed_study_does_not_reuse_old_runs(in_tmp, tiny):
                              "overrides: {model.shortcut.kind: none, optim.lr: 0.02}"))
     r = invoke("ablate", tiny, "--out", "res", "--jobs", 1, "--json")
     assert r.exit_code == 2
-    rows = {x["row"]: x for x in json_lines(r.stdout)}
+    rows = {x["row"]: x for x in rows_of(r.stdout)}
     assert rows["plain"]["status"] == "error" and rows["identity"]["status"] == "completed"
     assert "holds a run with another spec (optim.lr)" in r.stderr
 
@@ -320,7 +327,7 @@ def test_jobs_run_in_child_processes(in_tmp, tiny):
     text = TINY.replace("seeds: [0, 1]", "seeds: [0]").split("  - label: plain")[0] + BLOWUP
     r = invoke("ablate", write(in_tmp / "kids.yaml", text), "--out", "res", "--jobs", 2, "--json")
     assert r.exit_code == 0, r.stderr
-    rows = {x["row"]: x for x in json_lines(r.stdout)}
+    rows = {x["row"]: x for x in rows_of(r.stdout)}
     assert [rows[k]["status"] for k in ("identity", "absurd lr")] == ["completed", "diverged"]
     assert (in_tmp / "res" / "01-identity-s0" / "ablate.log").is_file()
 

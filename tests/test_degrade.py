@@ -257,3 +257,27 @@ def test_a_run_cut_off_midway_resumes_to_the_same_record(in_tmp):
     metrics = (in_tmp / "cut" / "runs" / "residual-6-seed0" / "metrics.jsonl").read_text().splitlines()
     epochs = [json.loads(line)["epoch"] for line in metrics if json.loads(line).get("event") == "epoch"]
     assert epochs == list(range(1, 17))  # each epoch logged once across the two processes
+
+
+def test_summaries_carry_intervals_and_the_twins_paired_by_seed():
+    """The median's interval against scipy called directly; the residual row's paired difference
+    by hand (seed 2 of plain diverged without a figure: paired over seeds 0 and 1 only)."""
+    import numpy as np
+    from scipy import stats
+
+    def run(net, seed, acc):
+        return {"net": net, "depth": 26, "seed": seed, "status": "completed", "train_loss": 1.0, "train_acc": acc,
+                "test_acc": acc, "grad_norm_first_layer": 1.0, "params": 1, "dataset": "digits"}
+
+    res_acc = (0.95, 0.97, 0.90, 0.99)
+    recs = [run("plain", 0, 0.5), run("plain", 1, 0.6), {**run("plain", 2, None), "status": "diverged"},
+            *(run("residual", s, a) for s, a in enumerate(res_acc))]
+    plain, res = D.summarise(recs)
+    ci = stats.bootstrap((np.array(res_acc),), np.median, n_resamples=9999, method="percentile",
+                         rng=np.random.default_rng(0)).confidence_interval
+    assert res["train_acc_ci95"] == pytest.approx([ci.low, ci.high])
+    assert res["train_acc_std"] == pytest.approx(np.std(res_acc, ddof=1))
+    assert plain["train_acc_ci95"] is None  # two figures: no interval
+    pair = res["paired"]["train_acc"]
+    assert pair["seeds"] == [0, 1] and pair["mean"] == pytest.approx((0.45 + 0.37) / 2) and pair["ci95"] is None
+    assert "paired" not in plain

@@ -133,9 +133,10 @@ def test_degrade_table_on_fake_summaries():
                                          "ours": 0.7021, "article": 0.56, "article_range": [0.395, 0.834],
                                          "criterion": "below 0.8", "reproduced": True}])
     lines = text.splitlines()
-    assert lines[0] == "| net | depth | n | params | train loss | train acc | test acc | grad norm, first conv, step 1 |"
-    assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | 0.542 (0.225–0.742) "
-                        "| 4.09 (2.81–4.97) |")
+    assert lines[0] == ("| net | depth | n | params | train loss | train acc | train acc: 95% interval of the median "
+                        "| test acc | test acc: 95% interval | grad norm, first conv, step 1 |")
+    assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | - | 0.542 (0.225–0.742) "
+                        "| - | 4.09 (2.81–4.97) |")
     assert "Median (min–max) over seeds 0..2." in text
     assert "| plain-26 degrades | median training accuracy | 0.70 | 0.56, 0.395–0.834 | below 0.8 | yes |" in text
 
@@ -186,6 +187,28 @@ def test_lesion_tables_on_a_fake_pair():
     assert summary[2] == "| 0 | ResNet | 2 | 2.50 | 78.33 | 3.00 | +0.50 | - | - |"
 
 
+def test_degrade_reading_from_the_paired_differences_by_hand():
+    # residual - plain training accuracy per seed +0.30 +0.25 +0.40: all positive, resolved at n = 3
+    # (interval by hand: a 3-seed percentile interval of the mean lies within [min, max]); test
+    # accuracy +0.10 -0.05 +0.02: signs mixed, not resolved; mean 0.0233, sd 0.0751 ->
+    # ((1.96 + 0.84) * 0.0751 / 0.0233)^2 = 81.2: 82 seeds.
+    from resnet_cli.experiments import evidence
+
+    plain = {0: 0.60, 1: 0.70, 2: 0.55}
+    res = {0: 0.90, 1: 0.95, 2: 0.95}
+    plain_t, res_t = {0: 0.80, 1: 0.90, 2: 0.88}, {0: 0.90, 1: 0.85, 2: 0.90}
+    row = {"event": "summary", "net": "residual", "depth": 26,
+           "paired": {"train_acc": evidence.paired(plain, res), "test_acc": evidence.paired(plain_t, res_t)}}
+    text = R.degrade_pairs([row])
+    lo, hi = row["paired"]["train_acc"]["ci95"]
+    assert 0.25 <= lo and hi <= 0.40
+    assert text == ("Paired by seed (95% interval of the mean difference): "
+                    f"ResNet-26 minus plain-26, training accuracy: +31.7 points [{100 * lo:+.1f}, {100 * hi:+.1f}], "
+                    "resolved at n = 3. ResNet-26 minus plain-26, test accuracy: +2.3 points "
+                    f"[{100 * row['paired']['test_acc']['ci95'][0]:+.1f}, {100 * row['paired']['test_acc']['ci95'][1]:+.1f}]"
+                    ", not resolved at n = 3; about 82 seeds would resolve it.\n")
+
+
 def test_landscape_and_ablate_rows():
     land = {"event": "landscape_summary", "label": "plain-26", "dims": 2, "points": 441, "loss_center": 3.551,
             "accuracy_center": 50.0, "loss_max": 34012.0, "local_minima": 2, "tv_ratio": 1.8, "nonconvex_fraction": 0.34}
@@ -194,35 +217,52 @@ def test_landscape_and_ablate_rows():
            "test_error_mean": None, "test_error_std": None, "n": 0, "train_loss": None, "status": "diverged",
            "paper": "fail", "seeds": [0, 1, 2]}
     ok = {**row, "index": 1, "row": "original (identity)", "test_error_median": 2.5, "test_error_mean": 3.2407,
-          "test_error_std": 1.283, "n": 3, "train_loss": 0.011898, "status": "completed", "paper": 6.61}
+          "test_error_std": 1.283, "n": 3, "train_loss": 0.011898, "status": "completed", "paper": 6.61,
+          "ci95": [2.2, 5.021]}
+    two = {**ok, "index": 3, "n": 2, "test_error_std": 0.5, "ci95": None, "ci95_reason": "n < 3: no interval"}
     failed = {**ok, "index": 2, "row": "constant scaling 0 / 1 (plain)", "test_error_median": 88.89, "fail": True,
               "paper": "fail"}
-    lines = S.ablate_table([ok, row, failed]).splitlines()
-    assert lines[2] == "| 1 | original (identity) | 2.50 | 3.24 ± 1.28 (3) | 0.0119 | completed | 6.61 |"
-    assert lines[3] == "| 11 | dropout shortcut, p 0.5 | - | - | - | diverged | fail |"
-    assert lines[4] == "| 2 | constant scaling 0 / 1 (plain) | 88.89 **fail** | 3.24 ± 1.28 (3) | 0.0119 | completed | fail |"
+    lines = S.ablate_table([ok, row, failed, two]).splitlines()
+    assert lines[2] == "| 1 | original (identity) | 2.50 | [2.20, 5.02] | 3.24 ± 1.28 (3) | 0.0119 | completed | 6.61 |"
+    assert lines[3] == "| 11 | dropout shortcut, p 0.5 | - | - | - | - | diverged | fail |"
+    assert lines[4] == ("| 2 | constant scaling 0 / 1 (plain) | 88.89 **fail** | [2.20, 5.02] | 3.24 ± 1.28 (3) | 0.0119 "
+                        "| completed | fail |")
+    assert lines[5] == "| 3 | original (identity) | 2.50 | n < 3: no interval | 3.24 ± 0.50 (2) | 0.0119 | completed | 6.61 |"
     times = S.ablate_times_table([("shortcut", [ok, row], {"wall_s": 464.0, "cpu_user_s": 635.0, "load_1min": 3.0})])
     assert times.splitlines()[2] == "| `shortcut` | 2 rows x 3 seeds | **7.7 min** | 10.6 min | 3.0 |"
 
 
-def test_ablate_order_counts_pairs_and_fails_by_hand():
-    def row(i, ours, paper, fail=False):
-        return {"event": "row", "index": i, "row": f"r{i}", "test_error_median": ours, "paper": paper, "fail": fail}
+def _row(i, errs, paper, fail=False, label=None):
+    done = [e for e in errs if e is not None]
+    return {"event": "row", "index": i, "row": label or f"r{i}", "paper": paper, "fail": fail,
+            "test_error_median": sorted(done)[len(done) // 2] if done else None,  # 3 seeds: the middle one
+            "seeds": [0, 1, 2], "test_errors": list(errs)}
 
-    # Paper order 1 < 2 < 3 < 4 < 6; ours 2 < 1 < 3 < 6, and 4 diverged (last). Of the 10 pairs, (4, 6)
-    # both fail here and is left out; of the other 9, (1, 2) is swapped: 8 kept. Row 5 is a paper
-    # "fail" that fails here; rows 4 and 6, which the paper trains, do not train.
-    records = [row(1, 3.0, 6.0), row(2, 2.0, 7.0), row(3, 9.0, 8.0), row(4, None, 12.0),
-               row(5, 88.0, "fail", True), row(6, 90.0, 13.0, True)]
+
+def test_ablate_order_counts_pairs_and_fails_by_hand():
+    # Paper order 1 < 2 < 3 < 4 < 6; ours (medians) 2 < 1 < 3 < 6, and 4 diverged (last). Pairs: (4, 6)
+    # both fail here and 4 has no completed seed, so 4 is in none: 6 pairs. Paired differences,
+    # worse-in-the-paper minus better, per seed: (1, 2) -1.0 -0.7 +0.7 (signs mixed: with 3 seeds the
+    # percentile interval then spans 0, as a one-seed resample has probability 1/27 > 2.5%); the other
+    # five all positive: in order. (1, 2): mean -1/3, sd 0.9074 -> (2.8016 * 0.9074 / 0.3333)^2 = 58.2, 59
+    # seeds. Kendall's tau over 1, 2, 3, 6: one discordant pair of 6, (5 - 1) / 6 = 0.67; one-sided p: the
+    # orderings of 4 with at most one inversion, 4 of 24 = 0.167.
+    records = [_row(1, (3.0, 3.2, 2.8), 6.0), _row(2, (2.0, 2.5, 3.5), 7.0), _row(3, (9.0, 8.0, 10.0), 8.0),
+               _row(4, (None, None, None), 12.0), _row(5, (88.0, 89.0, 90.0), "fail", True),
+               _row(6, (90.0, 91.0, 89.0), 13.0, True)]
     assert S.ablate_order(records) == (
         "Rows with a paper figure, best first: paper 1 < 2 < 3 < 4 < 6; ours 2 < 1 < 3 < 6 < 4. "
-        "Pairs in the paper's order (leaving out pairs that both fail here): 8 of 9. "
+        "Kendall's tau 0.67 (one-sided permutation p = 0.167, 4 rows). "
+        "Of its 6 pairs (leaving out pairs that both fail here): 5 in the paper's order and resolved, 1 not resolved, "
+        "0 reversed and resolved. In the paper's order (resolved at n = 3): 1 < 3, 1 < 6, 2 < 3, 2 < 6, 3 < 6. "
+        "Not resolved at n = 3: 1 < 2 (paired difference -0.33 points, sd 0.91; about 59 seeds would resolve it). "
         "The paper's \"fail\" rows failing here: 1 of 1. Rows the paper trains that fail here: 4, 6.\n")
-    # A tie of ours counts against the paper's order; no fail rows anywhere: no fail sentences.
-    tied = [row(1, 3.0, 7.0), row(2, 3.0, 6.0)]
-    assert S.ablate_order(tied) == (
-        "Rows with a paper figure, best first: paper 2 < 1; ours 1 = 2. "
-        "Pairs in the paper's order (leaving out pairs that both fail here): 0 of 1.\n")
+    # Reversed beyond the noise: 2 - 1 = -2.0 -2.3 -3.1 per seed; two rows: no tau.
+    back = [_row(1, (5.0, 5.5, 6.0), 6.0), _row(2, (3.0, 3.2, 2.9), 7.0)]
+    assert S.ablate_order(back) == (
+        "Rows with a paper figure, best first: paper 1 < 2; ours 2 < 1. "
+        "Of its 1 pair (leaving out pairs that both fail here): 0 in the paper's order and resolved, 0 not resolved, "
+        "1 reversed and resolved. Reversed (resolved at n = 3): 2 ahead of 1 by 2.47 points.\n")
 
 
 def test_export_table_by_hand():
@@ -263,19 +303,20 @@ def test_budget_table_by_hand():
 
 
 def test_ablate_order_within_groups_by_hand():
-    def row(i, label, ours, paper):
-        return {"event": "row", "index": i, "row": label, "test_error_median": ours, "paper": paper, "fail": False}
-
-    # Within 110: paper 2 < 1, ours 1 < 2 (0 of 1 kept). Within 164: paper 3 < 4, ours 3 < 4 (1 of 1).
-    # Across the nets (1 vs 3, say) nothing is counted: 4 pairs ungrouped, 2 grouped.
-    records = [row(1, "(a) original, 110", 10.0, 6.61), row(2, "(e) full pre-activation, 110", 12.0, 6.37),
-               row(3, "(e) full pre-activation, 164", 30.0, 5.46), row(4, "(a) original, 164", 31.0, 5.93)]
+    # Within 110: paper 2 < 1, ours 1 < 2; per seed 1 - 2 = -2.0 -1.0 -3.0: reversed. Within 164: paper
+    # 3 < 4, ours 3 < 4; per seed 4 - 3 = +1.0 +0.5 +2.0: in order. Across the nets nothing is paired.
+    records = [_row(1, (10.0, 11.0, 9.0), 6.61, label="(a) original, 110"),
+               _row(2, (12.0, 12.0, 12.0), 6.37, label="(e) full pre-activation, 110"),
+               _row(3, (30.0, 30.5, 29.0), 5.46, label="(e) full pre-activation, 164"),
+               _row(4, (31.0, 31.0, 31.0), 5.93, label="(a) original, 164")]
     assert S.ablate_order(records, docs_tables.ORDER_GROUPS["activation"]) == (
         "ResNet-110: rows with a paper figure, best first: paper 2 < 1; ours 1 < 2. "
-        "Pairs in the paper's order (leaving out pairs that both fail here): 0 of 1. "
+        "Of its 1 pair (leaving out pairs that both fail here): 0 in the paper's order and resolved, 0 not resolved, "
+        "1 reversed and resolved. Reversed (resolved at n = 3): 1 ahead of 2 by 2.00 points. "
         "ResNet-164: rows with a paper figure, best first: paper 3 < 4; ours 3 < 4. "
-        "Pairs in the paper's order (leaving out pairs that both fail here): 1 of 1.\n")
-    assert "of 6." in S.ablate_order(records)  # ungrouped: every pair counts
+        "Of its 1 pair (leaving out pairs that both fail here): 1 in the paper's order and resolved, 0 not resolved, "
+        "0 reversed and resolved. In the paper's order (resolved at n = 3): 3 < 4.\n")
+    assert "Of its 6 pairs" in S.ablate_order(records)  # ungrouped: every pair counts
 
 
 def test_the_note_names_command_machine_and_wall_time():

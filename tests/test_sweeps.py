@@ -42,7 +42,8 @@ def invoke(*args):
 
 
 def json_lines(text):
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    """The row objects of a study's JSON lines (a study ends with its summary object)."""
+    return [rec for line in text.splitlines() if line.strip() and (rec := json.loads(line))["event"] == "row"]
 
 
 def test_seeds_override_the_studys_seeds(in_tmp):

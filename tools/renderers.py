@@ -83,15 +83,26 @@ def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] 
     summaries = [r for r in records if r.get("event") == "summary"]
     three = lambda x: fixed(x, 3)  # noqa: E731
     two = lambda x: fixed(x, 2)  # noqa: E731
+    def ci(s: dict[str, Any], metric: str) -> str:
+        if f"{metric}_ci95" not in s:  # a record older than the field
+            return DASH
+        c = s[f"{metric}_ci95"]
+        return "n < 3: no interval" if c is None else f"[{c[0]:.3f}, {c[1]:.3f}]"
+
     text = md_table(
-        ["net", "depth", "n", "params", "train loss", "train acc", "test acc", "grad norm, first conv, step 1"],
+        ["net", "depth", "n", "params", "train loss", "train acc", "train acc: 95% interval of the median",
+         "test acc", "test acc: 95% interval", "grad norm, first conv, step 1"],
         [(s["net"], s["depth"], f"{s['n']}" + (f" ({s['diverged']} diverged)" if s.get("diverged") else ""),
           count(s["params"]), med_range(s, "train_loss", three), med_range(s, "train_acc", three),
-          med_range(s, "test_acc", three), med_range(s, "grad_norm_first_layer", two)) for s in summaries])
+          ci(s, "train_acc"), med_range(s, "test_acc", three), ci(s, "test_acc"),
+          med_range(s, "grad_norm_first_layer", two)) for s in summaries])
     seeds = sorted({seed for s in summaries for seed in s.get("seeds", [])})
     if seeds:
         run = seeds == list(range(seeds[0], seeds[-1] + 1))
         text += f"\nMedian (min–max) over seeds {f'{seeds[0]}..{seeds[-1]}' if run else ', '.join(map(str, seeds))}.\n"
+    reading = degrade_pairs(summaries)
+    if reading:
+        text += "\n" + reading
     if findings:
         text += "\n" + md_table(
             ["the article's finding", "measure", "ours", "article (10 seeds)", "needs", "reproduced"],
@@ -100,6 +111,32 @@ def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] 
               + f"{f['article_range'][0]:g}–{f['article_range'][1]:g}", f["criterion"],
               "yes" if f["reproduced"] else "**no**") for f in findings])
     return text
+
+
+def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
+    """Per depth, residual minus plain accuracy (points), paired by seed, with the 95% percentile-
+    bootstrap interval of the mean difference (resnet_cli/experiments/evidence.py): "resolved at
+    n = k" where it excludes 0, else "not resolved at n = k" with the seeds that would resolve it."""
+    out = []
+    for s in summaries:
+        for metric, name in (("train_acc", "training"), ("test_acc", "test")):
+            p = (s.get("paired") or {}).get(metric)
+            if not p or p["mean"] is None:
+                continue
+            gap = f"ResNet-{s['depth']} minus plain-{s['depth']}, {name} accuracy: {100 * p['mean']:+.1f} points"
+            if p["ci95"] is None:
+                more = f", about {p['seeds_needed']} seeds would resolve it" if p.get("seeds_needed") else ""
+                out.append(f"{gap} (n < 3: no interval, not resolved at n = {p['n']}{more}).")
+            elif p["resolved"]:
+                lo, hi = (100 * x for x in p["ci95"])
+                out.append(f"{gap} [{lo:+.1f}, {hi:+.1f}], resolved at n = {p['n']}.")
+            else:
+                lo, hi = (100 * x for x in p["ci95"])
+                more = f"; about {p['seeds_needed']} seeds would resolve it" if p.get("seeds_needed") else ""
+                out.append(f"{gap} [{lo:+.1f}, {hi:+.1f}], not resolved at n = {p['n']}{more}.")
+    if not out:
+        return ""
+    return "Paired by seed (95% interval of the mean difference): " + " ".join(out) + "\n"
 
 
 def he2016a_table(comparisons: list[dict[str, Any]] | None, train_wall_s: float | None = None) -> str:

@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 from renderers import DASH, count, duration, fixed, md_table
 
+from resnet_cli.experiments import evidence  # the statistics, one place (torch-free)
+
 # --- resnet ablate -----------------------------------------------------------------------------
 
 def paper_cell(value: Any) -> str:
@@ -19,29 +21,81 @@ def paper_cell(value: Any) -> str:
     return value if isinstance(value, str) else f"{value:.2f}"
 
 
+def _ci(r: dict[str, Any]) -> Any:
+    """The row's ci95; recomputed from its per-seed errors for records older than the field."""
+    if "ci95" in r:
+        return r["ci95"]
+    return evidence.describe(r.get("test_errors") or [])["ci95"]
+
+
 def ablate_table(records: list[dict[str, Any]]) -> str:
     rows = []
     for r in records:
         if r.get("event") != "row":
             continue
         if not r["n"]:
-            spread = DASH
-        elif r["test_error_std"] is None:  # one seed: no spread to show
-            spread = f"{fixed(r['test_error_mean'])} ({r['n']})"
+            spread, interval = DASH, DASH
         else:
-            spread = f"{fixed(r['test_error_mean'])} ± {fixed(r['test_error_std'])} ({r['n']})"
+            interval = evidence.interval_str(_ci(r))
+            if r["test_error_std"] is None:  # one seed: no spread to show
+                spread = f"{fixed(r['test_error_mean'])} ({r['n']})"
+            else:
+                spread = f"{fixed(r['test_error_mean'])} ± {fixed(r['test_error_std'])} ({r['n']})"
         median = fixed(r["test_error_median"]) + (" **fail**" if r.get("fail") else "")
-        rows.append((r["index"], r["row"], median, spread,
+        rows.append((r["index"], r["row"], median, interval, spread,
                      fixed(r["train_loss"], 4), r["status"], paper_cell(r["paper"])))
-    return md_table(["#", "row", "ours: median %", "mean ± std (n)", "train loss", "status", "paper %"], rows)
+    return md_table(["#", "row", "ours: median %", "95% interval of the median", "mean ± std (n)", "train loss",
+                     "status", "paper %"], rows)
+
+
+def _values(r: dict[str, Any]) -> dict[Any, Any]:
+    return dict(zip(r.get("seeds") or [], r.get("test_errors") or []))
+
+
+def _at_n(pairs: list[dict[str, Any]]) -> str:
+    ns = sorted({p["n"] for p in pairs})
+    return f"n = {ns[0]}" if len(ns) == 1 else "n = " + "/".join(map(str, ns))
+
+
+def _open_pair(p: dict[str, Any]) -> str:
+    what = f"{p['better']} < {p['worse']}"
+    if p["mean"] is None:
+        return f"{what} (no seed in common)"
+    diff = f"paired difference {p['mean']:+.2f} points"
+    if p["sd"] is None:
+        return f"{what} ({diff}, one seed: no spread)"
+    more = (f"about {p['seeds_needed']} seeds would resolve it" if p["seeds_needed"] is not None
+            else "no gap to resolve")
+    return f"{what} ({diff}, sd {p['sd']:.2f}; {more})"
+
+
+def _pairs_reading(pairs: list[dict[str, Any]]) -> str:
+    """The pairs' three counts and which pairs they are, each at the seeds it was measured on."""
+    kept = [p for p in pairs if p["verdict"] == "in order"]
+    open_ = [p for p in pairs if p["verdict"] == "unresolved"]
+    back = [p for p in pairs if p["verdict"] == "reversed"]
+    out = (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'} (leaving out pairs that both fail here): {len(kept)} in the paper's order "
+           f"and resolved, {len(open_)} not resolved, {len(back)} reversed and resolved.")
+    if kept:
+        out += f" In the paper's order (resolved at {_at_n(kept)}): " + ", ".join(
+            f"{p['better']} < {p['worse']}" for p in kept) + "."
+    if open_:
+        out += f" Not resolved at {_at_n(open_)}: " + "; ".join(_open_pair(p) for p in open_) + "."
+    if back:
+        out += f" Reversed (resolved at {_at_n(back)}): " + ", ".join(
+            f"{p['worse']} ahead of {p['better']} by {-p['mean']:.2f} points" for p in back) + "."
+    return out
 
 
 def ablate_order(records: list[dict[str, Any]], group: Callable[[str], str] | None = None) -> str:
-    """The rows' order against the paper's, for the reading under a study table: the rows the paper
-    gives a figure for, best first, both ways (a row with no figure of ours, diverged, goes last);
-    how many pairs keep the paper's order (a tie of ours counts against, two rows failing here are
-    not a pair); and the paper's "fail"s. `group` (row label -> group name) compares rows only
-    within their group, as He 2016b Table 2 compares the unit orderings of one net at a time."""
+    """The reading under a study table, generated from its statistics (resnet_cli/experiments/
+    evidence.py): per group of rows with a paper figure, both orders best first (a row with no
+    figure of ours, diverged, goes last), Kendall's tau of our medians against the paper's figures
+    with its permutation p-value, and the pairs counted three ways: in the paper's order and
+    resolved (the paired-by-seed 95% interval excludes 0), not resolved (with the seeds that would
+    resolve it), reversed and resolved; then the paper's "fail"s. Two rows failing here are not a
+    pair. `group` (row label -> group name) compares rows only within their group, as He 2016b
+    Table 2 compares the unit orderings of one net at a time."""
     rows = [r for r in records if r.get("event") == "row"]
 
     def ours(r: dict[str, Any]) -> float:
@@ -57,13 +111,14 @@ def ablate_order(records: list[dict[str, Any]], group: Callable[[str], str] | No
         return out
 
     def order(numeric: list[dict[str, Any]], name: str) -> str:
-        # Two rows that both fail here sit at chance: their order is noise, so the pair is left out.
-        pairs = [(a, b) for i, a in enumerate(numeric) for b in numeric[i + 1:]
-                 if a["paper"] != b["paper"] and not (failed(a) and failed(b))]
-        kept = sum((ours(a) < ours(b)) == (a["paper"] < b["paper"]) and ours(a) != ours(b) for a, b in pairs)
         theirs = chain(sorted(numeric, key=lambda r: r["paper"]), lambda r: r["paper"])
-        return (f"{name}, best first: paper {theirs}; ours {chain(sorted(numeric, key=ours), ours)}. "
-                f"Pairs in the paper's order (leaving out pairs that both fail here): {kept} of {len(pairs)}.")
+        got = evidence.compare([{"index": r["index"], "row": r["row"], "paper": r["paper"],
+                                 "median": r["test_error_median"], "fail": r.get("fail"), "values": _values(r)}
+                                for r in numeric])
+        tau = (f" Kendall's tau {got['kendall_tau']:.2f} (one-sided permutation p = {got['p_value']:.3f}, "
+               f"{got['rows']} rows)." if got["kendall_tau"] is not None else "")
+        return (f"{name}, best first: paper {theirs}; ours {chain(sorted(numeric, key=ours), ours)}.{tau} "
+                + _pairs_reading(got["pairs"]))
 
     numeric = [r for r in rows if isinstance(r["paper"], (int, float))]
     groups: dict[str, list[dict[str, Any]]] = {}

@@ -96,8 +96,9 @@ def _only(plan, key: str, fmt) -> None:
                      "run_dir": str(run.path), "skipped": outcome.status == "skipped"})
     else:
         tables = report.aggregate([rec] if rec else [])
+        console = output.stdout()
         for table in tables:
-            output.stdout().print(report.render(table))
+            console.print(report.render(table, width=console.width))
     status = rec.status if rec else outcome.status
     if status == "diverged":
         raise typer.Exit(errors.DIVERGED)
@@ -126,7 +127,7 @@ class _Progress:
 
     def table(self):
         records = self.report.planned(self.plan, self.running, self.failed)
-        return self.report.render(self.report.aggregate(records)[0], live=True)
+        return self.report.render(self.report.aggregate(records)[0], live=True, width=self.console.width)
 
     def __call__(self, run, outcome) -> None:
         from rich.markup import escape
@@ -183,8 +184,10 @@ def _sweep(plan, jobs: int, fmt, figure_path: str | None, threshold: float | Non
     elif fmt is output.Format.JSON:
         for row in table.rows:
             output.emit(report.row_json(table, row))
+        output.emit(report.study_json(table))
     else:
-        output.stdout().print(report.render(table))
+        out = output.stdout()
+        out.print(report.render(table, width=out.width))
     if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
         path = report.figure(table, Path(figure_path) if figure_path else plan.results / f"{plan.name}.png")
         console.print(f"figure: {path}")

@@ -193,6 +193,9 @@ def _cell(s: dict[str, Any], metric: str, digits: int) -> str:
     lines = [output.fmt(med, digits)]
     if med is not None and s["n"] > 1:
         lines.append(f"{output.fmt(lo, digits)}-{output.fmt(hi, digits)}")
+    ci = s.get(f"{metric}_ci95")
+    if ci is not None:  # the median's 95% bootstrap interval (none below 3 seeds)
+        lines.append(f"{output.fmt(ci[0], digits)}~{output.fmt(ci[1], digits)}")
     ref = s.get("reference") or {}
     if metric in ref:
         lines.append(f"[dim]pub {ref[metric]:.{digits}f}[/]")
@@ -212,7 +215,8 @@ def _table(summaries: list[dict[str, Any]], plan):
         rows.append((net, str(s["depth"]), output.params_str(s["params"]), _cell(s, "train_loss", 3),
                      _cell(s, "train_acc", 2), _cell(s, "test_acc", 2), _cell(s, "grad_norm_first_layer", 2)))
     sources = sorted({(s.get("reference") or {}).get("source") for s in summaries} - {None})
-    caption = ("each cell: median over seeds, min-max below; train = the last epoch's average; accuracies as "
+    caption = ("each cell: median over seeds, min-max below, then the median's 95% bootstrap interval (lo~hi; "
+               "none below 3 seeds); train = the last epoch's average; accuracies as "
                "fractions; grad@1 = ||dE/dW|| of the first conv at step 1"
                + (f"; pub = published ({'; '.join(sources)})" if sources else ""))
     return output.table(f"degradation: plain vs residual ({plan.source})",

@@ -22,8 +22,10 @@ def report(
                                                                  "the gated runs here (PNG).")] = None,
     json_: common.Json = False,
 ) -> None:
-    """One table per study (row, test error median and mean ± std over seeds, n, training loss,
-    status, the paper's figure), read only from study.json, spec.yaml, summary.json, metrics.jsonl."""
+    """One table per study (row, test error median with its 95% bootstrap interval, mean ± std over
+    seeds, n, training loss, status, the paper's figure; Kendall's tau against the paper's order),
+    read only from study.json, spec.yaml, summary.json, metrics.jsonl. The same spec and seed found
+    twice counts once."""
     from pathlib import Path
 
     from .. import output
@@ -33,7 +35,11 @@ def report(
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
-    tables = report_mod.aggregate(report_mod.collect(root))
+    duplicates: list[Path] = []
+    tables = report_mod.aggregate(report_mod.collect(root, duplicates))
+    if duplicates:  # the same spec and seed found again: one seed, not two
+        shown = ", ".join(str(p) for p in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
+        output.info(f"{len(duplicates)} duplicate run(s) ignored (same spec and seed as another): {shown}")
     if not tables:
         raise UserError(f"{directory}: no run directories (spec.yaml or study.json) below it")
     fmt = output.choose(json_)
@@ -51,8 +57,10 @@ def report(
         if fmt is output.Format.JSON:
             for row in table.rows:
                 output.emit(report_mod.row_json(table, row))
+            output.emit(report_mod.study_json(table))
         else:
-            output.stdout().print(report_mod.render(table))
+            console = output.stdout()
+            console.print(report_mod.render(table, width=console.width))
     if figure:
         target = Path(figure)
         for table in tables:

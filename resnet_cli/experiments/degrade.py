@@ -28,6 +28,7 @@ from .. import spec as spec_mod
 from ..errors import UserError
 from ..callbacks import Callback
 from .degrade_runs import RUN_DIRS, open_run_dir, read_runs, spec_key, train_one  # noqa: F401 (re-exported)
+from . import evidence
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 
 NETS = ("plain", "residual")
@@ -185,9 +186,15 @@ def _stats(values: list[float | None]) -> dict[str, float | None]:
     return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
 
 
+PAIRED = ("train_acc", "test_acc")
+
+
 def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Median and min-max over seeds per (net, depth); n counts runs, diverged ones included in n
-    and named (a diverged run keeps the metrics of its last completed epoch, if any)."""
+    """Median and min-max over seeds per (net, depth), with mean, std and the median's 95% bootstrap
+    interval (evidence.py; none below 3 seeds); n counts runs, diverged ones included in n and named
+    (a diverged run keeps the metrics of its last completed epoch, if any). The residual row of a
+    depth also carries `paired`: residual minus plain per metric, paired by seed (the twins share
+    every seed), with the interval of the mean difference."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["net"], r["depth"]), []).append(r)
@@ -197,8 +204,15 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                "diverged": sum(r["status"] == "diverged" for r in runs),
                                "params": runs[0]["params"], "seeds": [r["seed"] for r in runs]}
         for metric in ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer"):
-            for stat, value in _stats([r[metric] for r in runs]).items():
+            values = [r[metric] for r in runs]
+            for stat, value in _stats(values).items():
                 row[f"{metric}_{stat}"] = value
+            ev = evidence.describe(values)
+            row[f"{metric}_mean"], row[f"{metric}_std"], row[f"{metric}_ci95"] = ev["mean"], ev["std"], ev["ci95"]
+        twin_runs = groups.get(("plain", depth)) if net == "residual" else None
+        if twin_runs:
+            row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs})
+                             for m in PAIRED}
         # The published figures are for conv nets; a vit grid on the same data has none.
         ref = REFERENCE.get((runs[0]["dataset"], net, depth)) if runs[0].get("family") != "vit" else None
         if ref:

@@ -8,8 +8,9 @@ or cut off, the last record of `metrics.jsonl`. Runs without `study.json` (plain
 runs) are grouped by their spec, seeds pooled, under the study name `runs`.
 
 Honest reporting (He 2016b reports medians of 5 runs): each row shows the median and mean ± std of
-the *last* epoch's test error over its completed seeds, with n; no epoch is ever chosen on the
-test set. A diverged run is counted, never averaged in. Where the study states the paper's fail
+the *last* epoch's test error over its completed seeds, with n and the median's 95% bootstrap
+interval (evidence.py; none below 3 seeds); no epoch is ever chosen on the test set. The same spec
+and seed found twice (gathered from two machines) is one seed. A diverged run is counted, never averaged in. Where the study states the paper's fail
 rule (He 2016b Table 1: test error above 20%), a row whose median is past it is marked `fail` beside
 its number; `diverged` stays a status of its own.
 """
@@ -24,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import output
+from . import evidence
+# The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
+from .report_table import compare, paper_str, reading, render, row_json, study_json  # noqa: F401
 from .study import Plan
 
 FINAL = ("completed", "diverged")
@@ -67,6 +70,15 @@ class RowStats:
     @property
     def n(self) -> int:
         return len(self.errors)
+
+    def values(self) -> dict[Any, float | None]:
+        """seed -> test error (None where the run gave none): what paired differences pair on."""
+        return {r.seed: (r.test_error if r.status == "completed" and _finite(r.test_error) else None)
+                for r in self.runs}
+
+    def evidence(self) -> dict[str, Any]:
+        """median, mean, std, n and the median's 95% bootstrap interval (evidence.py)."""
+        return evidence.describe(self.errors)
 
     def median(self) -> float | None:
         return statistics.median(self.errors) if self.errors else None
@@ -213,25 +225,73 @@ def load_run(path: Path, metric: str | None = None) -> RunRecord | None:
     return rec
 
 
-def collect(root: str | Path) -> list[RunRecord]:
-    """Every run directory at or below `root`."""
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix.rstrip("."): tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(_flat(v, f"{prefix}{k}."))
+    return out if tree else {prefix.rstrip("."): {}}
+
+
+# Not what a run is: a row pools its seeds, and the run directory says only where it was written.
+_NOT_THE_RUN = ("run.seed", "run.out")
+
+
+def _spec_key(tree: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in _flat(tree).items() if k not in _NOT_THE_RUN},
+                      sort_keys=True, default=str)
+
+
+def _label_loose(loose: list[RunRecord], trees: dict[Path, dict[str, Any]]) -> None:
+    """One row per distinct spec (seeds pooled); rows whose readable label is the same are told
+    apart by the dotted keys in which their specs differ (`optim.lr=0.05`), not by a number."""
+    keys: dict[str, int] = {}
+    for r in loose:
+        keys.setdefault(_spec_key(trees[r.path]), len(keys) + 1)
+    by_label: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in loose:
+        flat = {k: v for k, v in _flat(trees[r.path]).items() if k not in _NOT_THE_RUN}
+        by_label.setdefault(r.row, {})[_spec_key(trees[r.path])] = flat
+    names: dict[str, str] = {}
+    for label, specs in by_label.items():
+        if len(specs) == 1:
+            names.update({key: label for key in specs})
+            continue
+        dotted = sorted({k for flat in specs.values() for k in flat})
+        differ = [k for k in dotted if len({json.dumps(f.get(k), default=str) for f in specs.values()}) > 1]
+        for key, flat in specs.items():
+            what = ", ".join(f"{k}={flat.get(k, '-')}" for k in differ)
+            names[key] = f"{label} ({what})"
+    for r in loose:
+        key = _spec_key(trees[r.path])
+        r.index, r.row = keys[key], names[key]
+
+
+def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[RunRecord]:
+    """Every run directory at or below `root`, each (spec minus seed and out, seed) once: the same
+    run found again (gathered twice, copied) is one seed, not two. The copies left out are appended
+    to `duplicates` (the first in path order is kept, a finished one before an unfinished one)."""
     root = Path(root)
     dirs = {p.parent for name in ("study.json", "spec.yaml") for p in root.rglob(name)}
     records = [rec for d in sorted(dirs) if (rec := load_run(d)) is not None]
-    # Runs outside any study: one row per distinct spec (seeds pooled).
-    loose = [r for r in records if r.study == "runs"]
+    trees = {r.path: (_spec_tree(r.path) or {}) for r in records}
+    seen: dict[tuple, RunRecord] = {}
+    kept: list[RunRecord] = []
+    for r in sorted(records, key=lambda r: (r.status not in FINAL, str(r.path))):
+        ident = ((r.study, r.preset, r.budget, r.index, r.row) if r.study != "runs" else (_spec_key(trees[r.path]),),
+                 r.seed)
+        if ident in seen:
+            if duplicates is not None:
+                duplicates.append(r.path)
+            continue
+        seen[ident] = r
+        kept.append(r)
+    kept.sort(key=lambda r: str(r.path))
+    loose = [r for r in kept if r.study == "runs"]
     if loose:
-        keys: dict[str, int] = {}
-        labels: dict[str, str] = {}
-        for r in loose:
-            tree = _spec_tree(r.path) or {}
-            key = json.dumps({k: v for k, v in tree.items() if k != "run"}, sort_keys=True)
-            if key not in keys:
-                keys[key] = len(keys) + 1
-                same = sum(1 for lab in labels.values() if lab.split(" #")[0] == r.row)
-                labels[key] = r.row if not same else f"{r.row} #{same + 1}"
-            r.index, r.row = keys[key], labels[key]
-    return records
+        _label_loose(loose, trees)
+    return kept
 
 
 def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] | None = None) -> list[RunRecord]:
@@ -278,61 +338,7 @@ def aggregate(records: list[RunRecord]) -> list[StudyTable]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Rendering
-
-
-def _round(x: float | None, digits: int = 4) -> float | None:
-    return None if x is None else round(x, digits)
-
-
-def row_json(table: StudyTable, row: RowStats) -> dict[str, Any]:
-    """One object per row (`--json`): the issue's fields plus the per-seed values."""
-    return {
-        "event": "row", "study": table.study, "preset": table.preset, "index": row.index, "row": row.row,
-        "test_error_median": _round(row.median()), "test_error_mean": _round(row.mean()),
-        "test_error_std": _round(row.std()), "n": row.n, "train_loss": _round(row.train_loss(), 6),
-        "status": row.status(), "fail": row.fails(table.fail_above), "fail_above": table.fail_above,
-        "paper": row.paper, "paper_metric": table.paper_metric,
-        "runs": len(row.runs), "diverged": sum(r.status == "diverged" for r in row.runs),
-        "seeds": [r.seed for r in row.runs],
-        "test_errors": [_round(r.test_error) if r.status == "completed" else None for r in row.runs],
-        "dataset": table.dataset,
-    }
-
-
-def paper_str(value: float | str | None) -> str:
-    if value is None:
-        return "-"
-    return value if isinstance(value, str) else f"{value:.2f}"
-
-
-_STATUS_STYLE = {"completed": "green", "diverged": "red", "error": "red", "running": "yellow"}
-
-
-def render(table: StudyTable, live: bool = False):
-    """The rich table of a study: ours (median, mean ± std, n), training loss, status, the paper."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    rule = (f"; fail = median above {table.fail_above:g}%, the paper's rule" if table.fail_above is not None else "")
-    caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over completed seeds "
-               f"(diverged runs counted, never averaged){rule}; paper: {table.paper_metric or '-'}")
-    at = f", {table.budget}x its length" if table.budget != 1 else ""
-    t = Table(title=escape(f"{table.title} [preset {table.preset}{at}]"), caption=None if live else escape(caption),
-              header_style="bold")
-    for name, right in (("#", True), ("row", False), ("median %", True), ("mean ± std", True),
-                        ("n", True), ("train loss", True), ("status", False), ("paper", True)):
-        # Only the label may wrap: numbers stay on one line in a narrow terminal.
-        t.add_column(name, justify="right" if right else "left", no_wrap=name != "row")
-    for row in table.rows:
-        mean, std = row.mean(), row.std()
-        spread = "-" if mean is None else f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}"
-        status = row.status()
-        style = _STATUS_STYLE.get(status.split()[0], "")
-        median = output.fmt(row.median()) + (" [red]fail[/]" if row.fails(table.fail_above) else "")
-        t.add_row(str(row.index), escape(row.row), median, spread, f"{row.n}/{len(row.runs)}",
-                  output.fmt(row.train_loss(), 4), f"[{style}]{status}[/]" if style else status, paper_str(row.paper))
-    return t
+# The bar chart (the table and the JSON objects: report_table.py)
 
 
 def figure(table: StudyTable, path: str | Path) -> Path:

@@ -1,0 +1,123 @@
+"""A study's table for people and for pipes: the rich table (median with its 95% interval, mean ±
+std and n, training loss, status, the paper's figure, and under it Kendall's tau and the pair
+counts) and the `--json` objects (one per row, then one for the study). The statistics come from
+evidence.py; the tables themselves (StudyTable, RowStats) from report.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import output
+from . import evidence
+
+# Annotations name report.py's classes as strings: importing them here would make a circle.
+StudyTable = RowStats = Any
+
+
+def _round(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def row_json(table: StudyTable, row: RowStats) -> dict[str, Any]:
+    """One object per row (`--json`): median, mean, std, n, ci95 (the median's 95% bootstrap
+    interval, or null and `ci95_reason`), the older test_error_* names, and the per-seed values."""
+    ev = row.evidence()
+    stats = {k: _round(v) if k not in ("n", "ci95", "ci95_reason") else v for k, v in ev.items()}
+    if stats["ci95"] is not None:
+        stats["ci95"] = [_round(x) for x in stats["ci95"]]
+    return {
+        "event": "row", "study": table.study, "preset": table.preset, "index": row.index, "row": row.row, **stats,
+        "test_error_median": _round(row.median()), "test_error_mean": _round(row.mean()),
+        "test_error_std": _round(row.std()), "n": row.n, "train_loss": _round(row.train_loss(), 6),
+        "status": row.status(), "fail": row.fails(table.fail_above), "fail_above": table.fail_above,
+        "paper": row.paper, "paper_metric": table.paper_metric,
+        "runs": len(row.runs), "diverged": sum(r.status == "diverged" for r in row.runs),
+        "seeds": [r.seed for r in row.runs],
+        "test_errors": [_round(r.test_error) if r.status == "completed" else None for r in row.runs],
+        "dataset": table.dataset,
+    }
+
+
+def compare(table: StudyTable, group=None) -> dict[str, Any]:
+    """The study against the paper's order (evidence.compare) from its rows."""
+    return evidence.compare([{"index": row.index, "row": row.row, "paper": row.paper, "median": row.median(),
+                              "fail": row.fails(table.fail_above), "values": row.values()} for row in table.rows],
+                            group)
+
+
+def study_json(table: StudyTable) -> dict[str, Any]:
+    """The study's summary object (`--json`, after its rows): Kendall's tau against the paper's
+    figures with its permutation p-value, the three pair counts and every compared pair."""
+    return {"event": "study", "study": table.study, "preset": table.preset, **compare(table)}
+
+
+def paper_str(value: float | str | None) -> str:
+    if value is None:
+        return "-"
+    return value if isinstance(value, str) else f"{value:.2f}"
+
+
+_STATUS_STYLE = {"completed": "green", "diverged": "red", "error": "red", "running": "yellow"}
+
+
+def reading(table: StudyTable) -> str | None:
+    """One line under the table: Kendall's tau against the paper's figures and the three pair counts."""
+    c = compare(table)
+    pairs = c["pairs_in_order_resolved"] + c["pairs_unresolved"] + c["pairs_reversed_resolved"]
+    if c["kendall_tau"] is None and not pairs:
+        return None
+    tau = (f"Kendall's tau {c['kendall_tau']:.2f} against the paper's figures (one-sided permutation p "
+           f"{c['p_value']:.3f}, {c['rows']} rows)" if c["kendall_tau"] is not None else c["reason"])
+    return (f"{tau}; pairs with a paper figure: {c['pairs_in_order_resolved']} in the paper's order and resolved, "
+            f"{c['pairs_unresolved']} unresolved, {c['pairs_reversed_resolved']} reversed and resolved "
+            f"(resolved: the paired-by-seed 95% interval excludes 0)")
+
+
+def _spread(ev: dict[str, Any], digits: int) -> str:
+    if ev["mean"] is None:
+        return "-"
+    if ev["std"] is None:
+        return f"{ev['mean']:.{digits}f}"
+    sep = " ± " if digits > 1 else "±"
+    return f"{ev['mean']:.{digits}f}{sep}{ev['std']:.{digits}f}"
+
+
+def render(table: StudyTable, live: bool = False, width: int | None = None):
+    """The rich table of a study: ours (median with its 95% interval below it; mean ± std with n
+    below it), training loss, status, the paper. Below 110 columns the interval and the spread keep
+    one decimal, so the row labels keep their width (numbers are abbreviated, never labels)."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    narrow = width is not None and width < 110
+    digits = 1 if narrow else 2
+    rule = (f"; fail = median above {table.fail_above:g}%, the paper's rule" if table.fail_above is not None else "")
+    caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over completed seeds "
+               f"(diverged runs counted, never averaged){rule}; below the median its 95% bootstrap interval over "
+               f"seeds (no interval: n < {evidence.MIN_N}); paper: {table.paper_metric or '-'}")
+    if not live and (line := reading(table)):
+        caption += ". " + line
+    at = f", {table.budget}x its length" if table.budget != 1 else ""
+    t = Table(title=escape(f"{table.title} [preset {table.preset}{at}]"), caption=None if live else escape(caption),
+              header_style="bold", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, collapse_padding=narrow,
+              pad_edge=not narrow)
+    for name, right in (("#", True), ("row", False), ("median %\n95% CI", True), ("mean ± std\nn", True),
+                        ("train\nloss", True), ("status", False), ("paper", True)):
+        # Numbers stay on one line; the label wraps, but keeps room for a few words per line.
+        t.add_column(name, justify="right" if right else "left", no_wrap=right,
+                     min_width=16 if name == "row" else None)
+    for row in table.rows:
+        ev = row.evidence()
+        status = row.status()
+        style = _STATUS_STYLE.get(status.split()[0], "")
+        median = output.fmt(row.median()) + (" [red]fail[/]" if row.fails(table.fail_above) else "")
+        ci = ev["ci95"]
+        interval = (f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "no interval") if ev["n"] else ""
+        loss = row.train_loss()
+        t.add_row(str(row.index), escape(row.row), median + ("\n" + escape(interval) if interval else ""),
+                  f"{_spread(ev, digits)}\n{row.n}/{len(row.runs)}",
+                  "-" if loss is None else f"{loss:.2g}" if narrow else f"{loss:.4f}",
+                  f"[{style}]{status}[/]" if style else status, paper_str(row.paper))
+    return t

@@ -92,9 +92,9 @@ def test_lesion_statistics_are_the_median_min_max_of_each_draws_error(residual8_
     assert differs  # the run's errors tell a median from a mean
 
 
-def test_lesion_random_draws_are_distinct_k_subsets_and_their_median(residual8_run):
-    """More subsets than draws: the picks are `draws` distinct k-subsets, and the reported median is
-    statistics.median of their errors, whichever subsets were drawn."""
+def test_lesion_random_draws_are_distinct_k_subsets_evaluated_as_by_hand(residual8_run):
+    """More subsets than draws: the picks are `draws` distinct k-subsets, and the error `errors`
+    gives each (the numbers the median is taken over) is the hand evaluation of that lesioned net."""
     trained = load_run(residual8_run)
     model = trained.model.eval()
     x, y = trained.data.test.x, trained.data.test.y

@@ -87,8 +87,13 @@ _register()
 
 
 def main() -> None:
+    from .signals import Interrupted, exit_stopped, install_early
+
+    install_early()  # done already by __main__.run, before this module was imported; again for other callers
     try:
         app()
+    except Interrupted as exc:  # a signal before a command's own handler was in place, or after it
+        exit_stopped(exc)
     except UserError as exc:
         _say(exc)
         sys.exit(exc.code)

@@ -3,6 +3,14 @@
 By default SIGTERM kills Python without running `finally` blocks (exit 143, nothing saved). A handler that only
 sets a flag is safe; saving inside the handler is not. The loop checks the flag between steps,
 finishes the step, saves and exits 130/143. A second Ctrl-C exits at once.
+
+Before that handler exists (while Python imports torch, reads the spec, loads data, builds the
+net) `install_early` has the process end at once on either signal, exiting 130/143: it raises
+`Interrupted`, so `finally` blocks and the run directory's clean-up still run. It is installed
+first thing in `resnet` (cli.main, `python -m resnet_cli`), even where SIGINT came in ignored: a
+background job of a non-interactive shell inherits SIGINT as SIG_IGN, and Python then never
+installs its KeyboardInterrupt handler, so Ctrl-C (`kill -INT`) would be lost until the trainer's.
+A StopFlag installed later saves this handler and puts it back when the trainer is done.
 """
 
 from __future__ import annotations
@@ -10,6 +18,43 @@ from __future__ import annotations
 import os
 import signal
 from typing import Any
+
+
+class Interrupted(SystemExit):
+    """A signal before (or after) a StopFlag was in place: unwind now and exit 128 + signum.
+
+    A SystemExit, so nothing that catches Exception swallows it and Click does not turn it into
+    "Aborted!" (exit 1), as it does a KeyboardInterrupt."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+_EARLY = {"signum": None}
+
+
+def _early(signum, frame) -> None:
+    if _EARLY["signum"] is not None:  # already unwinding
+        if signum == signal.SIGINT:
+            os._exit(128 + signum)  # a second Ctrl-C: out now, as in StopFlag
+        return
+    _EARLY["signum"] = signum
+    raise Interrupted(signum)
+
+
+def install_early() -> None:
+    """SIGINT and SIGTERM end the process with 130/143 from here on (see the module's note)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _early)
+
+
+def exit_stopped(exc: Interrupted) -> None:
+    """The CLI's last word on an `Interrupted`: one line on stderr, exit 130/143."""
+    import sys
+
+    print(f"resnet: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
+    sys.exit(exc.code)
 
 
 class StopFlag:

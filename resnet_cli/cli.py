@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import typer
 
-from . import errors
+from . import errors, testhook
 from .errors import PipeClosed, UserError
 
 app = typer.Typer(
@@ -38,6 +38,7 @@ def command(*args: Any, **kwargs: Any) -> Callable:
         @functools.wraps(fn)
         def wrapper(*a: Any, **kw: Any) -> Any:
             try:
+                testhook.phase("command")
                 return fn(*a, **kw)
             except UserError as exc:
                 _say(exc)

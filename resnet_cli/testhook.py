@@ -7,7 +7,8 @@ queue: a test sends a second one only after the first was handled). Unset, as al
 tests, it costs one comparison a step.
 
 `RESNET_TEST_PAUSE=PHASE:PATH` pauses the same way at a named start-up phase (`phase`): start
-(signal handling installed, nothing imported yet), spec (the spec validated), data (the data
+(signal handling installed, nothing imported yet), command (the arguments parsed, the
+command about to run), spec (the spec validated), data (the data
 loaded), rundir (the run directory made, the net not yet built).
 """
 

@@ -1,0 +1,102 @@
+"""SIGINT and SIGTERM are honoured from the first instant (issue: Ctrl-C during start-up is lost).
+
+Each signal lands at a known start-up phase (resnet_cli/testhook.py: RESNET_TEST_PAUSE=PHASE:PATH
+holds the child there), so no test races the child; one more sends it after a real early sleep.
+After each, the same command reruns into the same --out at once."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from processes import ENV
+
+TRAIN = ["train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "1", "--out", "run", "--json"]
+CODE = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def spawn(args, cwd: Path, pause: str | None = None) -> tuple[subprocess.Popen, Path]:
+    marker = cwd / "paused"
+    env = {**ENV, "RESNET_TEST_PAUSE": f"{pause}:{marker}"} if pause else ENV
+    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, marker
+
+
+def held(proc: subprocess.Popen, marker: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the child never reached the pause"
+        time.sleep(0.005)
+
+
+def signal_at(pause: str, sig: int, args, cwd: Path) -> tuple[int, str]:
+    proc, marker = spawn(args, cwd, pause)
+    held(proc, marker)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)  # it ends in the pause: the marker is never removed
+    return proc.returncode, err
+
+
+def rerun_completes(args, cwd: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "resnet_cli", *args], cwd=cwd, env=ENV, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
+
+
+@pytest.mark.parametrize("pause,sig", [("start", signal.SIGINT), ("spec", signal.SIGTERM),
+                                       ("data", signal.SIGINT), ("rundir", signal.SIGTERM)])
+def test_a_signal_during_start_up_exits_at_once_and_leaves_nothing(tmp_path, pause, sig):
+    code, err = signal_at(pause, sig, TRAIN, tmp_path)
+    assert code == CODE[sig], err
+    assert "Traceback" not in err
+    if pause != "start":  # before the commands are imported it exits quietly
+        assert err.strip().splitlines()[-1] == f"resnet: stopped by {signal.Signals(sig).name}"
+    assert not (tmp_path / "run").exists()  # no half-made run directory, no lock
+    rerun_completes(TRAIN, tmp_path)
+
+
+def test_a_signal_at_the_first_step_saves_and_resumes(tmp_path):
+    args = [*TRAIN, "--resume", "auto"]
+    proc, marker = spawn(args, tmp_path, "1")
+    held(proc, marker)
+    proc.send_signal(signal.SIGINT)
+    while not marker.with_name("paused.signalled").exists():  # the trainer's flag has it
+        assert proc.poll() is None
+        time.sleep(0.005)
+    marker.unlink()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 1
+    rerun_completes(args, tmp_path)  # the same command resumes it
+
+
+def test_a_real_signal_soon_after_spawn(tmp_path):
+    """No pause point: SIGINT 0.3 s after the start, while Python imports the commands and torch;
+    with SIGINT ignored, as a background job of a non-interactive shell inherits it."""
+    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *TRAIN], cwd=tmp_path, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert not (tmp_path / "run").exists()
+    rerun_completes(TRAIN, tmp_path)
+
+
+@pytest.mark.parametrize("args", [
+    ["ablate", "zero-init", "--preset", "quick", "--jobs", "2", "--out", "abl"],
+    ["degrade", "--out", "deg"],
+], ids=["ablate", "degrade"])
+def test_sigterm_at_start_up_of_ablate_and_degrade(tmp_path, args):
+    code, err = signal_at("command", signal.SIGTERM, args, tmp_path)
+    assert code == 143, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "resnet: stopped by SIGTERM"
+    assert not any(tmp_path.glob("*/.lock")) and not any(tmp_path.glob("*/*/.lock"))

@@ -57,14 +57,23 @@ def exit_stopped(exc: Interrupted) -> None:
     sys.exit(exc.code)
 
 
+def pending(handler: Any) -> int | None:
+    """The signal a StopFlag's handler has caught, if `handler` is one (None otherwise)."""
+    return getattr(getattr(handler, "__self__", None), "signum", None) if callable(handler) else None
+
+
 class StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
         self._old: dict[int, Any] = {}
 
     def install(self) -> StopFlag:
+        """Take over SIGINT/SIGTERM, and a signal the StopFlag it replaces caught but nobody acted
+        on yet (an ablate worker's, between tasks): it is this flag's from the start."""
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._old[sig] = signal.signal(sig, self._handle)
+            if self.signum is None:
+                self.signum = pending(self._old[sig])
         return self
 
     def restore(self) -> None:

@@ -100,3 +100,38 @@ def test_sigterm_at_start_up_of_ablate_and_degrade(tmp_path, args):
     assert code == 143, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "resnet: stopped by SIGTERM"
     assert not any(tmp_path.glob("*/.lock")) and not any(tmp_path.glob("*/*/.lock"))
+
+
+ONE_RUN = """
+title: one tiny run
+spec:
+  model: {family: digits, depth: 4, widths: [4]}
+  data: {dataset: digits, train_subset: 128, test_subset: 60}
+  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
+  train: {checkpoint_every: 0}
+seeds: [0]
+rows:
+  - {label: identity, overrides: {}}
+"""
+
+
+def test_sigterm_while_an_ablate_worker_starts_its_run(tmp_path):
+    """The run in a worker process is held after making its run directory, before its net is
+    built: the parent's SIGTERM, forwarded to the worker, ends the run before its first step
+    (nothing trained, its directory removed), ablate exits 143, and the rerun trains it."""
+    (tmp_path / "one.yaml").write_text(ONE_RUN)
+    args = ["ablate", "one.yaml", "--jobs", "2", "--out", "abl", "--json"]
+    proc, marker = spawn(args, tmp_path, "rundir")
+    held(proc, marker)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)  # the parent forwards it to the held worker, whose flag keeps it
+    marker.unlink()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    run = tmp_path / "abl" / "01-identity-s0"
+    assert not (run / "spec.yaml").exists() and not (run / "checkpoint.pt").exists(), sorted(p.name for p in run.iterdir())
+    res = subprocess.run([sys.executable, "-m", "resnet_cli", *args], cwd=tmp_path, env=ENV, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert [json.loads(line)["n"] for line in res.stdout.splitlines() if line.strip()] == [1]

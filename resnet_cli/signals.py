@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
+import time
 from typing import Any
 
 
@@ -31,7 +34,7 @@ class Interrupted(SystemExit):
         self.signum = signum
 
 
-_EARLY = {"signum": None}
+_EARLY: dict[str, int | None] = {"signum": None, "deferred": None}
 
 
 def _early(signum, frame) -> None:
@@ -39,8 +42,35 @@ def _early(signum, frame) -> None:
         if signum == signal.SIGINT:
             os._exit(128 + signum)  # a second Ctrl-C: out now, as in StopFlag
         return
+    if _EARLY["deferred"] is not None:  # a second signal while the first waits for an import
+        if signum == signal.SIGINT:
+            os._exit(128 + signum)
+        return
+    if _in_import(frame):
+        # Never raise inside an import: some packages' import code catches every exception (numpy's,
+        # through scipy, then fails with an AttributeError). Raise once the import is done.
+        _EARLY["deferred"] = signum
+        threading.Thread(target=_redeliver, args=(signum,), name="signal-after-import", daemon=True).start()
+        return
     _EARLY["signum"] = signum
     raise Interrupted(signum)
+
+
+def _in_import(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _redeliver(signum: int) -> None:
+    """Send `signum` again as soon as the main thread is out of the import it was in (polled)."""
+    main = threading.main_thread().ident
+    while _in_import(sys._current_frames().get(main)):
+        time.sleep(0.01)
+    _EARLY["deferred"] = None
+    os.kill(os.getpid(), signum)  # whatever handler is in place now gets it: ours, or a StopFlag
 
 
 def install_early() -> None:
@@ -51,8 +81,6 @@ def install_early() -> None:
 
 def exit_stopped(exc: Interrupted) -> None:
     """The CLI's last word on an `Interrupted`: one line on stderr, exit 130/143."""
-    import sys
-
     print(f"resnet: stopped by {signal.Signals(exc.signum).name}", file=sys.stderr)
     sys.exit(exc.code)
 

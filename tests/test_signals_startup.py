@@ -141,3 +141,36 @@ def test_sigterm_while_an_ablate_worker_starts_its_run(tmp_path):
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert [json.loads(line)["n"] for line in res.stdout.splitlines() if line.strip()] == [1]
+
+
+SWALLOWING_IMPORT = r"""
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+from resnet_cli.signals import Interrupted, install_early
+install_early()
+try:
+    import swallow  # signals itself mid-import, and catches whatever that raises
+except Interrupted:
+    sys.exit(99)  # an Interrupted that escaped the import unchanged: not what the fix does either
+time.sleep(5)
+"""
+
+SWALLOW = """
+import os, signal, time
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.2)
+except BaseException:  # as some packages' import code does
+    raise RuntimeError("swallowed the signal")
+DONE = True
+"""
+
+
+def test_a_signal_inside_an_import_waits_for_the_import(tmp_path):
+    """Some packages' import code catches every exception (numpy's, reached through scipy): a
+    start-up signal that lands inside an import is raised right after it, never inside it."""
+    (tmp_path / "swallow.py").write_text(SWALLOW)
+    root = str(Path(__file__).resolve().parent.parent)
+    res = subprocess.run([sys.executable, "-c", SWALLOWING_IMPORT, str(tmp_path)], env={**ENV, "PYTHONPATH": root},
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 143, res.stderr  # raised inside the import it would end in RuntimeError, exit 1

@@ -1,6 +1,20 @@
-"""`python -m resnet_cli` (also what torchrun launches)."""
+"""`python -m resnet_cli` and the `resnet` script (also what torchrun launches)."""
 
-from .cli import main
 
-if __name__ == "__main__":
+def run() -> None:
+    """Signal handling first, then everything slow: a signal during start-up is not lost."""
+    from .signals import Interrupted, exit_stopped, install_early
+
+    install_early()
+    try:
+        from . import testhook
+
+        testhook.phase("start")
+        from .cli import main
+    except Interrupted as exc:  # a signal while the commands were being imported
+        exit_stopped(exc)
     main()
+
+
+if __name__ == "__main__":  # not in a spawned worker, which imports this module as __mp_main__
+    run()

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import typer
 
-from . import errors
+from . import errors, testhook
 from .errors import PipeClosed, UserError
 
 app = typer.Typer(
@@ -38,6 +38,7 @@ def command(*args: Any, **kwargs: Any) -> Callable:
         @functools.wraps(fn)
         def wrapper(*a: Any, **kw: Any) -> Any:
             try:
+                testhook.phase("command")
                 return fn(*a, **kw)
             except UserError as exc:
                 _say(exc)
@@ -87,8 +88,13 @@ _register()
 
 
 def main() -> None:
+    from .signals import Interrupted, exit_stopped, install_early
+
+    install_early()  # done already by __main__.run, before this module was imported; again for other callers
     try:
         app()
+    except Interrupted as exc:  # a signal before a command's own handler was in place, or after it
+        exit_stopped(exc)
     except UserError as exc:
         _say(exc)
         sys.exit(exc.code)

@@ -24,12 +24,12 @@ from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and frien
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, resolve_warmup,
     units_per_stage,
 )
+from .orderings import UNITS, check_zero_init  # noqa: F401  (UNITS re-exported: He 2016b Table 2)
 from .spec_checks import check_length
 from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
 
 # ---------------------------------------------------------------------------------------------
 # Names. Each tuple is the set of valid values; model/ registers one class per name.
-UNITS = ("original", "bn_after_add", "relu_before_add", "relu_preact", "full_preact")  # He 2016b Table 2
 SHORTCUTS = (
     "identity", "none", "scale", "exclusive_gate", "shortcut_gate", "conv1x1", "dropout", "highway", "rezero",
 )  # He 2016b Table 1, Srivastava et al. 2015 and Bachlechner et al. 2020
@@ -81,8 +81,9 @@ class ModelSpec(_Section):
     downsample: Literal["A", "B", "C"] | None = None
     # Base (inner) width of each stage; bottleneck units output 4x this. None: the family's.
     widths: list[Annotated[int, Field(ge=1)]] | None = None
-    # Goyal et al. 2017: the last BN of every branch starts at gamma = 0, so each unit starts as
-    # the identity.
+    # Each branch starts at F(x) = 0, so each unit starts as its shortcut: the last BN's gamma = 0
+    # where the branch ends in BN (Goyal et al. 2017), the last conv's weight = 0 where it ends in a
+    # conv (pre-activation; timm's zero_init_last); refused where it ends in ReLU (orderings.py).
     zero_init_last_bn: bool = False
     # He 2016a puts a bottleneck's stride in its first 1x1; torchvision ("v1.5") in the 3x3.
     bottleneck_stride: Literal["1x1", "3x3"] = "1x1"
@@ -234,6 +235,7 @@ class Spec(_Section):
     @model_validator(mode="after")
     def _depth(self) -> Spec:
         check_model(self.model, self.data, UNITS)
+        check_zero_init(self.model)
         return self
 
 

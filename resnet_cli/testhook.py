@@ -5,6 +5,11 @@ the test removes it; the test sends its signals meanwhile, so they land at step 
 When the stop flag is raised during the pause, PATH.signalled appears (signals of one kind do not
 queue: a test sends a second one only after the first was handled). Unset, as always outside
 tests, it costs one comparison a step.
+
+`RESNET_TEST_PAUSE=PHASE:PATH` pauses the same way at a named start-up phase (`phase`): start
+(signal handling installed, nothing imported yet), command (the arguments parsed, the
+command about to run), spec (the spec validated), data (the data
+loaded), rundir (the run directory made, the net not yet built).
 """
 
 from __future__ import annotations
@@ -27,4 +32,15 @@ def pause(iteration: int, stop) -> None:
     while marker.exists() and time.monotonic() < deadline:
         if stop.signum is not None and not signalled.exists():
             signalled.write_text(f"{stop.signum}\n")
+        time.sleep(0.01)  # signal handlers still run (PEP 475)
+
+
+def phase(name: str) -> None:
+    """Pause at start-up phase `name` (the module's note); signals land in the pause."""
+    if _AT != name:
+        return
+    marker = Path(_MARKER)
+    marker.write_text(f"{os.getpid()}\n")
+    deadline = time.monotonic() + 60
+    while marker.exists() and time.monotonic() < deadline:
         time.sleep(0.01)  # signal handlers still run (PEP 475)

@@ -194,6 +194,8 @@ class Trainer:
             cb.on_start(self)
         self.model.train()
         self.lr = schedule.lr_at(self.p.iteration, self.spec.optim, self.iters_per_epoch)
+        if self.stop.signum is not None and not self.dist.active:
+            self.status = "interrupted"  # signalled while the run was being set up: train nothing
         try:
             while self.p.iteration < self.total and self.status == "running":
                 self._epoch()

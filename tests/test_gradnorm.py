@@ -78,7 +78,7 @@ def test_jacobian_cli_json():
 
 
 def test_identity_units_pass_the_gradient_unchanged_and_scaled_ones_by_lambda():
-    """With every branch zero at init (full pre-activation, zero-init last BN: F = 0), x_L = lambda^(L-l) x_l,
+    """With every branch zero at init (full pre-activation, zero-init of the last conv: F = 0), x_L = lambda^(L-l) x_l,
     so ||dE/dx_l|| = lambda^(L-l) ||dE/dx_L|| exactly (He 2016b eq. 4-5). Unit 0 is left out: its shared
     BN-ReLU pre-activation sits before the split, on both paths."""
     for lam in (1.0, 0.5):

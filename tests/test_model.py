@@ -234,14 +234,6 @@ def test_bottleneck_stride_position(stride_in):
             torch.testing.assert_close(got, ref(x), rtol=1e-5, atol=1e-5)
 
 
-def test_zero_init_makes_every_unit_start_as_its_shortcut():
-    torch.manual_seed(0)
-    for unit in S.UNITS:
-        model = build({"model": {"depth": 8, "unit": unit, "widths": [2, 4, 4], "zero_init_last_bn": True}}).eval()
-        for u in model.units:
-            assert torch.count_nonzero(u.branch(torch.randn(2, u.in_channels, 8, 8))) == 0
-
-
 def test_checkpointing_is_bitwise_equal_and_really_recomputes():
     """README: losses, gradients and BN running statistics are bitwise equal with and without
     activation checkpointing, and BN statistics are updated once, not twice."""

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import spec as spec_mod
+from .. import testhook
 from ..spec import Spec
 
 SpecArg = Annotated[Optional[str], typer.Argument(help="YAML spec file, or the name of a bundled config (see `resnet configs`).")]
@@ -78,4 +79,6 @@ def set_threads(threads: int | None, default: int = 0) -> None:
 
 
 def build_spec(spec_file: str | None, sets: list[str] | None, **flags: Any) -> Spec:
-    return spec_mod.build(spec_file, flag_overrides(**flags), sets or [])
+    spec = spec_mod.build(spec_file, flag_overrides(**flags), sets or [])
+    testhook.phase("spec")
+    return spec

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import errors, output, schedule
+from .. import errors, output, schedule, testhook
 from ..cli import command
 from ..errors import UserError
 from . import common
@@ -132,6 +132,7 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
                     "--set run.precision=fp32 for the papers' numerics")
     spec = runtime.pinned(spec, rt)
     data = data_mod.load(spec.data)
+    testhook.phase("data")
     path = resume_dir or Path(spec.run.out or default_path(spec))
     if spec.run.out != str(path):
         spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
@@ -154,6 +155,7 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
                 # start it over in place rather than refuse.
                 (path / "spec.yaml").unlink()
             run_dir.create(spec, runtime={})
+        testhook.phase("rundir")
         callbacks = [] if quiet else [TerminalProgress(fmt)]
         stop = StopFlag().install()
         trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop, data=data)
@@ -173,6 +175,8 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
             if note and not quiet:
                 output.info(f"[yellow]note[/]: {note}")
         summary = trainer.run()
+        if fresh and summary["status"] == "interrupted" and not (path / CHECKPOINT).exists():
+            run_dir.remove_unstarted()  # signalled before its first step: leave nothing a rerun trips on
         distributed.shutdown(clean=True)
     except BaseException:
         if fresh and not (path / CHECKPOINT).exists():

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..signals import StopFlag
+from ..signals import StopFlag, pending
 
 
 @dataclass(frozen=True)
@@ -104,16 +104,18 @@ def _call(task: Callable[[Any], Any], item: Any) -> Done:
 
 @contextmanager
 def _pass_on_early_stop() -> Iterator[None]:
-    """A signal that lands after the task began but before the task installed its own handler (a
-    trainer's StopFlag) is caught by the worker's flag and would be lost to the task: send it again
-    once the task's handler is in place."""
+    """A signal that lands after the task began but before the task installed its own handler is
+    caught by the worker's flag and would be lost to the task. A trainer's StopFlag takes it over
+    when installed (`StopFlag.install`); any other handler gets it sent again once in place."""
     finished = threading.Event()
 
     def watch() -> None:
         while not finished.wait(0.05):
             signum = _STOP.signum
-            if signum is not None and signal.getsignal(signum) != _STOP._handle:
-                os.kill(os.getpid(), signum)
+            handler = signal.getsignal(signum) if signum is not None else None
+            if signum is not None and handler != _STOP._handle:
+                if pending(handler) is None:
+                    os.kill(os.getpid(), signum)
                 return
 
     watcher = threading.Thread(target=watch, name="pass-on-stop", daemon=True)

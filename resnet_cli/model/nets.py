@@ -127,13 +127,25 @@ def he_init(model: nn.Module) -> None:
             nn.init.kaiming_normal_(m.fc.weight, mode="fan_out", nonlinearity="relu")
 
 
-def zero_init_last_bn(model: ResNet) -> None:
-    """Goyal et al. 2017: gamma of the last BN inside each branch starts at 0, so F(x) = 0 and each
-    unit starts as its shortcut. Works for every ordering: BN is followed by at most ReLU and conv."""
+# The module whose weight zero-init zeroes, by the branch's last op (Ordering.zero_init).
+_ZEROED = {"bn": nn.BatchNorm2d, "conv": nn.Conv2d}
+
+
+def zero_init_last(model: ResNet, ordering: str) -> None:
+    """Start every branch at F(x) = 0, so each unit starts as its shortcut, with a gradient left.
+
+    The zeroed weight is the branch's last op before the addition (`Ordering.zero_init`): the last
+    BN's gamma where the branch ends in BN (original, relu_preact: Goyal et al. 2017), the last
+    conv's weight where it ends in a conv (full_preact, bn_after_add: timm's pre-activation blocks
+    zero their last conv in `zero_init_last`). Zeroing a BN that a ReLU follows would leave ReLU(0),
+    whose gradient is 0: the branch would never train. A branch ending in ReLU has no such weight
+    (relu_before_add; the spec refuses it)."""
+    kind = ORDERINGS[ordering].zero_init
+    if kind is None:
+        raise ValueError(f"zero-init cannot start a {ordering} branch at 0 and keep it trainable")
     for unit in model.units:
-        bns = [m for m in unit.branch.modules() if isinstance(m, nn.BatchNorm2d)]
-        if bns:
-            nn.init.zeros_(bns[-1].weight)
+        last = [m for m in unit.branch.modules() if isinstance(m, _ZEROED[kind])][-1]
+        nn.init.zeros_(last.weight)
 
 
 def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
@@ -168,5 +180,5 @@ def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     # torch_default: each layer keeps the init PyTorch gave it when it was built, drawn in build order
     # (stem conv, each unit's convs, fc weight and bias) from the global generator.
     if m.zero_init_last_bn:
-        zero_init_last_bn(model)
+        zero_init_last(model, m.unit)
     return model

@@ -1,33 +1,17 @@
 """Residual units: where BN and ReLU sit (He 2016b Table 2), basic and bottleneck branches.
 
 An ordering is data: what comes before the first conv (pre-activation), what ends the branch,
-and what follows the addition. The five units of Table 2 are five rows of `ORDERINGS`.
+and what follows the addition. The five units of Table 2 are five rows of `ORDERINGS`
+(resnet_cli/orderings.py); this module builds them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
-from ..registry import Registry
+from ..orderings import ORDERINGS, Ordering
 from .shortcuts import NoShortcut, combiner_for, make_skip
-
-
-@dataclass(frozen=True)
-class Ordering:
-    pre: str  # before the first conv: "", "relu", "bn_relu"
-    end: str  # after the last conv, inside the branch: "", "bn", "bn_relu"
-    post: str  # after the addition: "", "relu", "bn_relu"
-
-
-ORDERINGS: Registry[Ordering] = Registry("unit ordering")
-ORDERINGS.register("original")(Ordering(pre="", end="bn", post="relu"))  # (a) He 2016a
-ORDERINGS.register("bn_after_add")(Ordering(pre="", end="", post="bn_relu"))  # (b)
-ORDERINGS.register("relu_before_add")(Ordering(pre="", end="bn_relu", post=""))  # (c)
-ORDERINGS.register("relu_preact")(Ordering(pre="relu", end="bn", post=""))  # (d)
-ORDERINGS.register("full_preact")(Ordering(pre="bn_relu", end="", post=""))  # (e) He 2016b
 
 
 def act(kind: str, channels: int) -> nn.Module:

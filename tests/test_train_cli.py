@@ -108,3 +108,41 @@ def test_grad_norms_are_logged_into_metrics_during_train(in_tmp):
     records = [json.loads(line) for line in (in_tmp / "run" / "metrics.jsonl").read_text().splitlines()]
     norms = [x for x in records if x.get("event") == "grad_norm"]
     assert [x["iter"] for x in norms][:2] == [1, 11] and norms[0]["weights"]
+
+
+def test_readme_pipeline_keeps_every_epoch_record_with_stderr_on_a_terminal(in_tmp):
+    """`resnet train digits/residual26 | jq ...` at a shell: stderr is a terminal (the live bar runs),
+    stdout a pipe. Every epoch record must reach the pipe, not the screen."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import threading
+
+    master, slave = pty.openpty()
+    screen = bytearray()
+
+    def drain():  # a pty whose master is never read fills up and blocks the child
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "100"}
+    proc = subprocess.run([sys.executable, "-m", "resnet_cli", "train", "digits/residual26", "--set", "model.widths=[4]",
+                           "--epochs", "3", "--out", "run"], stdout=subprocess.PIPE, stderr=slave, env=env,
+                          timeout=300, cwd=in_tmp)
+    os.close(slave)
+    reader.join(timeout=10)
+    os.close(master)
+    assert proc.returncode == 0, screen.decode(errors="replace")
+    records = json_lines(proc.stdout.decode())
+    assert [r["event"] for r in records] == ["epoch", "epoch", "epoch", "summary"]
+    assert [r["epoch"] for r in records[:3]] == [1, 2, 3]
+    assert b"epoch   1" in screen  # the progress lines went to the terminal

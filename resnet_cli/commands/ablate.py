@@ -113,7 +113,9 @@ class _Progress:
         if sys.stderr.isatty():
             from rich.live import Live
 
-            self.live = Live(self.table(), console=console, refresh_per_second=2, transient=True)
+            # redirect_stdout=False: rich's Live would otherwise capture stdout while it runs.
+            self.live = Live(self.table(), console=console, refresh_per_second=2, transient=True,
+                             redirect_stdout=False, redirect_stderr=False)
 
     def table(self):
         records = self.report.planned(self.plan, self.running, self.failed)

@@ -211,7 +211,8 @@ def _report(summary: dict[str, Any], fmt: output.Format, quiet: bool) -> None:
 
 class TerminalProgress:
     """Progress on stderr: a live bar on a terminal, one line per epoch otherwise. In JSON mode the
-    epoch records also go to stdout, one object per line."""
+    epoch records also go to stdout, one object per line. The bar must not capture stdout (rich's
+    Live does by default, even on a stderr console): the records reach the pipe whatever stderr is."""
 
     def __init__(self, fmt: output.Format):
         import sys
@@ -227,7 +228,7 @@ class TerminalProgress:
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                                 TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.console,
-                                transient=True)
+                                transient=True, redirect_stdout=False, redirect_stderr=False)
             self.bar.start()
             self.task = self.bar.add_task("train", total=t.total, completed=t.p.iteration, info="")
 

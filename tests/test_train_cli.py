@@ -78,6 +78,10 @@ def test_existing_run_is_never_overwritten(in_tmp):
     (["--set", "model.shortcut.kind=gate", "--dry-run"], "exclusive_gate"),
     (["--dataset", "cifar10", "--data-dir", "nowhere", "--set", "data.download=false", "--iters", 1], "--data-dir"),
     (["--epochs", 1, "--iters", 1], "exclusive"),
+    # a spec path that is not there names itself, never trains the bundled config of the same file name
+    (["/home/me/experiments/resnet110.yaml", "--dry-run"], "/home/me/experiments/resnet110.yaml: no such spec file"),
+    (["experiments/resnet110", "--dry-run"], "cifar/resnet110"),
+    (["resnet110.yml", "--dry-run"], "resnet configs"),
 ])
 def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     r = invoke("train", *args)
@@ -85,6 +89,13 @@ def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("resnet: error:") and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_a_bundled_name_still_finds_its_config(in_tmp):
+    for name in ("cifar/resnet110", "resnet110", "cifar/resnet110.yaml"):
+        r = invoke("train", name, "--dry-run", "--json")
+        assert r.exit_code == 0, r.stderr
+        assert json_lines(r.stdout)[0]["spec"]["model"]["depth"] == 110
 
 
 def test_lr_trace_warmup_returns_to_base_and_steps():

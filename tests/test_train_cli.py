@@ -37,6 +37,7 @@ def test_train_writes_json_lines_and_a_complete_run_dir(in_tmp):
     meta = json.loads((run / "meta.json").read_text())
     for key in ("versions", "git_commit", "device", "seed", "command"):
         assert key in meta
+    assert meta["data_source"] == "bundled with scikit-learn"
     assert meta["versions"]["torch"].startswith("2.14")
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 2
     # the resolved spec reruns the same experiment
@@ -82,6 +83,9 @@ def test_existing_run_is_never_overwritten(in_tmp):
     (["/home/me/experiments/resnet110.yaml", "--dry-run"], "/home/me/experiments/resnet110.yaml: no such spec file"),
     (["experiments/resnet110", "--dry-run"], "cifar/resnet110"),
     (["resnet110.yml", "--dry-run"], "resnet configs"),
+    # digits are scikit-learn's: a data.dir given for them would be silently ignored
+    (["digits/residual8", "--data-dir", ".", "--iters", 1], "digits reads no files"),
+    (["--dataset", "synthetic", "--data-dir", ".", "--iters", 1], "synthetic reads no files"),
 ])
 def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     r = invoke("train", *args)

@@ -191,7 +191,9 @@ def _record_runtime(run_dir, trainer) -> None:
     meta_path = run_dir.file("meta.json")
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta.update(trainer.rt.describe())
-    meta.update({"params": trainer.params, "iters_per_epoch": trainer.iters_per_epoch, "total_iters": trainer.total})
+    meta.update({"params": trainer.params, "iters_per_epoch": trainer.iters_per_epoch, "total_iters": trainer.total,
+                 # where the images were actually read from: the real path, or how they were made
+                 "data_source": trainer.data.source})
     run_dir._write_text("meta.json", json.dumps(meta, indent=2) + "\n")
 
 

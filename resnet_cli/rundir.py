@@ -90,6 +90,25 @@ class RunDir:
         }
         self._write_text(META, json.dumps(meta, indent=2) + "\n")
 
+    def replace_spec(self, spec: Spec, changed: list[str], iteration: int) -> str:
+        """`--force-resume` with a changed spec: write the new spec.yaml (what reports, eval and the
+        next --resume read), keep the old one beside it as spec.before-<time>.yaml, and record the
+        change in meta.json. Returns the kept file's name."""
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        kept, n = f"spec.before-{stamp}.yaml", 1
+        while self.file(kept).exists():
+            n += 1
+            kept = f"spec.before-{stamp}-{n}.yaml"
+        if self.file(SPEC).exists():
+            os.replace(self.file(SPEC), self.file(kept))
+        self._write_text(SPEC, to_yaml(spec))
+        meta = json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
+        meta.setdefault("spec_changes", []).append({
+            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "iteration": iteration,
+            "keys": changed, "previous": kept, "command": sys.argv})
+        self._write_text(META, json.dumps(meta, indent=2) + "\n")
+        return kept
+
     def lock(self) -> None:
         """An exclusive advisory lock, released by the OS when the process dies (even SIGKILL)."""
         self.path.mkdir(parents=True, exist_ok=True)

@@ -71,7 +71,7 @@ def train(
     json_: common.Json = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, build, print the resolved spec and params; train nothing.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="RUN_DIR (or checkpoint) to continue; 'auto': the --out directory, fresh if it has no checkpoint.")] = None,
-    force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's.")] = False,
+    force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's: spec.yaml becomes the new spec, the old one kept as spec.before-<time>.yaml.")] = False,
     nproc: Annotated[int, typer.Option("--nproc", min=1, help="Start N processes on this machine with torchrun (DistributedDataParallel).")] = 1,
     tensorboard: Annotated[bool, typer.Option("--tensorboard", help="train.tensorboard=true: scalars into RUN_DIR/tensorboard/ too (pip install 'resnet-cli[tensorboard]').")] = False,
 ) -> None:
@@ -158,12 +158,17 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
         stop = StopFlag().install()
         trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop, data=data)
         if state is not None:
-            trainer.restore(state, allow_spec_change=force_resume)
+            changed = trainer.restore(state, allow_spec_change=force_resume)
             if trainer.p.iteration >= trainer.total and run_dir.summary():
                 summary = run_dir.summary()
                 _report(summary, fmt, quiet)
                 return summary
             if d.is_main:
+                if changed:  # --force-resume: the run goes on under the new spec, so spec.yaml says so
+                    kept = run_dir.replace_spec(spec, changed, trainer.p.iteration)
+                    if not quiet:
+                        output.info(f"spec changed in {', '.join(changed)}: {path / SPEC} rewritten, "
+                                    f"the previous one kept as {path / kept}")
                 run_dir.truncate_metrics(trainer.p.iteration)
                 if not quiet:
                     output.info(f"resuming {path} at iteration {trainer.p.iteration} (epoch {trainer.p.epoch + 1})")

@@ -176,7 +176,8 @@ def _summary_table(results, steps: int):
         f"gradient norms {when}",
         ["spec", "depth", "params", "dW\nfirst", "dW med\nmin\nmax", "dW\nfc", "dx_0/\ndx_L", "lambda\n^L", "loss"],
         rows, compact=True,
-        caption="dW: ||dE/dW|| of the first conv, of every main-path weight layer (median, min, max), of the fc "
+        caption="dW: ||dE/dW|| of the first conv, of every weight layer, shortcut gates and projections included "
+                "(median, min, max), of the fc "
                 "layer; dx_0/dx_L: ||dE/dx_0|| / ||dE/dx_L||, at the first unit's input vs the last unit's output; "
                 "lambda^L: the shortcut-only term of dx_L/dx_0 for scaled shortcuts (He 2016b eq. 5)")
 

@@ -69,7 +69,10 @@ def ablate(
     fmt = output.choose(json_)
     if only is not None:
         return _only(plan, only, fmt)
-    return _sweep(plan, jobs, fmt, figure)
+    from .. import figures
+
+    fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
+    return _sweep(plan, jobs, fmt, fig_path)
 
 
 def _only(plan, key: str, fmt) -> None:
@@ -141,10 +144,9 @@ class _Progress:
             self.live.update(self.table())
 
 
-def _sweep(plan, jobs: int, fmt, figure_path: str | None) -> None:
+def _sweep(plan, jobs: int, fmt, figure_path) -> None:
     import signal
     import time
-    from pathlib import Path
 
     from rich.markup import escape
 
@@ -176,7 +178,7 @@ def _sweep(plan, jobs: int, fmt, figure_path: str | None) -> None:
     else:
         output.stdout().print(report.render(table))
     if any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
-        path = report.figure(table, Path(figure_path) if figure_path else plan.results / f"{plan.name}.png")
+        path = report.figure(table, figure_path)
         console.print(f"figure: {path}")
     for key, message in progress.failed.items():
         console.print(f"[red]run {key} failed[/]: {escape(message)}")

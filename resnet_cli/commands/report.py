@@ -21,13 +21,14 @@ def report(
     status, the paper's figure), read only from study.json, spec.yaml, summary.json, metrics.jsonl."""
     from pathlib import Path
 
-    from .. import output
+    from .. import figures, output
     from ..errors import UserError
     from ..experiments import report as report_mod
 
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
+    target = figures.target(figure, Path("report.png"), "--figure") if figure else None
     tables = report_mod.aggregate(report_mod.collect(root))
     if not tables:
         raise UserError(f"{directory}: no run directories (spec.yaml or study.json) below it")
@@ -38,8 +39,7 @@ def report(
                 output.emit(report_mod.row_json(table, row))
         else:
             output.stdout().print(report_mod.render(table))
-    if figure:
-        target = Path(figure)
+    if target is not None:
         for table in tables:
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")

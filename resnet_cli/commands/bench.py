@@ -73,6 +73,7 @@ def bench(
     name = spec_file or f"resnet{spec.model.depth}"
     console = output.stderr()
     progress = console.print
+    variants = bench_mod.variants_from(vary or [])  # bad input is refused before any warning
     load = contention.loadavg_1min()
     warnings = [w for w in [contention.competes(spec.run.threads, load_1min=load)] if w]
     for w in warnings:  # before measuring: minutes may be saved by stopping now
@@ -84,7 +85,6 @@ def bench(
             _record_load(console, [result], spec.run.threads, load, warnings)
             _render_memory(result, fmt)
             return
-        variants = bench_mod.variants_from(vary or [])
         rows = bench_mod.bench(spec, steps=steps or (50 if data_only else 20), warmup=warmup, rounds=rounds,
                                data_only=data_only, with_baseline=baseline, variants=variants, name=name,
                                progress=progress)

@@ -24,10 +24,17 @@ def find_spec_file(name: str) -> Path:
     for cand in (configs_dir() / name, configs_dir() / f"{name}.yaml"):
         if cand.is_file():
             return cand
+    if path.is_absolute() or path.suffix in (".yaml", ".yml") or name.startswith(("~", ".")):
+        # A path that is not there is a typo or a moved file: never train a bundled config that
+        # happens to share its file name.
+        raise UserError(f"{name}: no such spec file (bundled configs are named like `cifar/resnet110`, "
+                        "see `resnet configs`)")
     # A bare name (`resnet110`) may live in any folder of specs; studies and degrade experiments
     # are other file kinds, run by `resnet ablate` and `resnet degrade`.
-    hits = [p for p in sorted(configs_dir().rglob(f"{Path(name).stem}.yaml"))
-            if p.relative_to(configs_dir()).parts[0] not in EXPERIMENT_DIRS]
+    hits = [] if len(path.parts) > 1 else [
+        p for p in sorted(configs_dir().rglob(f"{path.name}.yaml"))
+        if p.relative_to(configs_dir()).parts[0] not in EXPERIMENT_DIRS]
     if len(hits) == 1:
         return hits[0]
-    raise UserError(f"{name}: no such spec file or bundled config (see `resnet configs`)")
+    raise UserError(f"{name}: no such spec file or bundled config (bundled configs are named like "
+                    "`cifar/resnet110`, see `resnet configs`)")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from .errors import UserError
 
 
 def pyplot():
@@ -20,11 +23,53 @@ def pyplot():
 STYLE = {"plain": {"linestyle": "--"}, "residual": {"linestyle": "-"}}
 
 
+def formats() -> list[str]:
+    """The file extensions matplotlib can write (png, pdf, svg, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(FigureCanvasBase.get_supported_filetypes())
+
+
+def target(given: str | Path | None, default: Path, flag: str = "--out") -> Path:
+    """Where a figure goes, checked before any work is done. None: `default`. A directory (one that
+    exists, or a path ending in /): the default file name inside it. Otherwise a file whose
+    extension matplotlib writes and whose folder can be made. Every problem is one line naming it."""
+    if given is None:
+        return default
+    text = str(given)
+    path = Path(os.path.expanduser(text))
+    if text.endswith(("/", os.sep)) or path.is_dir():
+        path = path / default.name
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in formats():
+        what = f"unknown figure format '.{suffix}'" if suffix else "no file extension"
+        raise UserError(f"{flag} {text}: {what}; give a file name ending in one of "
+                        f"{', '.join('.' + f for f in formats())} (e.g. {path.with_suffix('.png').name})")
+    _check_writable(path, flag, text)
+    return path
+
+
+def _check_writable(path: Path, flag: str, text: str) -> None:
+    """The nearest folder that exists must be a writable directory, so the figure can be written."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{flag} {text}: {parent} is a file, not a folder; give a path in a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{flag} {text}: cannot write in {parent} (permission denied); give another path")
+
+
 def save(fig, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, bbox_inches="tight")
     import matplotlib.pyplot as plt
 
-    plt.close(fig)
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, bbox_inches="tight")
+    except (OSError, ValueError) as exc:  # a path that went bad since target() checked it
+        raise UserError(f"{path}: cannot write the figure ({exc.__class__.__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
+    finally:
+        plt.close(fig)
     return path

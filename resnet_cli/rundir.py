@@ -68,6 +68,53 @@ def versions() -> dict[str, str]:
     return out
 
 
+def make_dir(path: Path, flag: str = "--out") -> None:
+    """mkdir -p, where every failure (a file in the way, a read-only or virtual file system such as
+    /proc) is one line naming the path instead of a traceback."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag} {path}: is a file, not a directory; give a directory path")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{flag} {path}: cannot create the directory ({exc.strerror or exc}); "
+                        "give a path you can write to") from None
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The records of a metrics.jsonl, [] when there is none. A last line without its newline was cut
+    by a kill mid-write and is left out (the records before it are intact; a resume rewrites the file).
+    Anything else that is not a JSON object, or bytes that are not UTF-8, is a damaged file: one line
+    naming the file and the line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); the file is damaged: "
+                        "restore it, or delete the line") from None
+    lines = text.split("\n")  # the last item is "" when the file ends with its newline
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if n == len(lines):  # no newline after it: cut mid-write
+                continue
+            raise UserError(f"{path}:{n}: not a JSON record ({exc.msg}); the file is damaged: restore it, "
+                            "or delete the line") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{path}:{n}: not a JSON object; the file is damaged: restore it, or delete the line")
+        out.append(record)
+    return out
+
+
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -81,7 +128,7 @@ class RunDir:
         """A fresh run. Refuses a directory that already holds a run: nothing is overwritten."""
         if self.file(SPEC).exists() or self.file(CHECKPOINT).exists():
             raise UserError(f"{self.path} already holds a run; resume it with --resume {self.path}, or pick another --out")
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_dir(self.path)
         self._write_text(SPEC, to_yaml(spec))
         meta = {
             "versions": versions(), "git_commit": git_commit(), "seed": spec.run.seed, **runtime,
@@ -90,9 +137,28 @@ class RunDir:
         }
         self._write_text(META, json.dumps(meta, indent=2) + "\n")
 
+    def replace_spec(self, spec: Spec, changed: list[str], iteration: int) -> str:
+        """`--force-resume` with a changed spec: write the new spec.yaml (what reports, eval and the
+        next --resume read), keep the old one beside it as spec.before-<time>.yaml, and record the
+        change in meta.json. Returns the kept file's name."""
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        kept, n = f"spec.before-{stamp}.yaml", 1
+        while self.file(kept).exists():
+            n += 1
+            kept = f"spec.before-{stamp}-{n}.yaml"
+        if self.file(SPEC).exists():
+            os.replace(self.file(SPEC), self.file(kept))
+        self._write_text(SPEC, to_yaml(spec))
+        meta = json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
+        meta.setdefault("spec_changes", []).append({
+            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "iteration": iteration,
+            "keys": changed, "previous": kept, "command": sys.argv})
+        self._write_text(META, json.dumps(meta, indent=2) + "\n")
+        return kept
+
     def lock(self) -> None:
         """An exclusive advisory lock, released by the OS when the process dies (even SIGKILL)."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        make_dir(self.path)
         while True:
             self._lock_fd = os.open(self.file(LOCK), os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -142,16 +208,7 @@ class RunDir:
             f.flush()
 
     def metrics(self) -> list[dict[str, Any]]:
-        path = self.file(METRICS)
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by a kill mid-write: the records before it are intact
-        return out
+        return read_metrics(self.file(METRICS))
 
     def truncate_metrics(self, iteration: int) -> None:
         """On resume, drop records written after the checkpoint being resumed from."""

@@ -154,7 +154,9 @@ class Trainer:
         if self.dist.is_main:
             ckpt.save(self.state(rng), self.run_dir.file(CHECKPOINT))
 
-    def restore(self, state: dict[str, Any], allow_spec_change: bool = False) -> None:
+    def restore(self, state: dict[str, Any], allow_spec_change: bool = False) -> list[str]:
+        """Continue from a checkpoint; returns the spec keys that differ from the saved run's
+        (empty unless `allow_spec_change`)."""
         saved = resolve(validate(state["spec"], "checkpoint spec"))
         if saved.run.precision == "auto":  # checkpoints from before precision was recorded
             saved = runtime_mod.pinned(saved, self.rt)
@@ -180,6 +182,7 @@ class Trainer:
             key = getattr(cb, "checkpoint_key", None)
             if key in saved_callbacks:
                 cb.load_state(saved_callbacks[key])
+        return changed
 
     # -- the loop --------------------------------------------------------------------------------
 

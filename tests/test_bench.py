@@ -125,3 +125,32 @@ def test_variants_are_the_product_of_the_axes():
 
 def test_default_segments_are_about_sqrt_units():
     assert bench.default_segments(S.build("preact/resnet1001-cifar10")) == 18  # 333 units
+
+
+def test_a_busy_machine_gets_a_warning_and_the_json_records_it(in_tmp, monkeypatch):
+    """With more threads than the cores left free, rates understate the machine (two threads on two
+    busy cores measured slower than one, docs/bench.md): bench says so on stderr and in the JSON."""
+    from resnet_cli.bench import contention
+
+    monkeypatch.setattr(contention, "_loadavg", lambda: [6.0, 5.0, 4.0])  # a faked busy machine
+    monkeypatch.setattr(contention, "cores", lambda: 4)
+    r = invoke("bench", *TINY, "--data-only", "--threads", 2, "--json")
+    assert r.exit_code == 0, r.stderr
+    (row,) = json_lines(r.stdout)
+    assert row["load_1min"] == 6.0
+    (warning,) = row["warnings"]
+    assert "1-minute load 6.00 on 4 cores" in warning and "--threads 1" in warning
+    assert "warning" in r.stderr and "--threads 1" in r.stderr
+
+
+@pytest.mark.parametrize("threads,load,other,warns", [
+    (2, 6.0, None, True), (0, 1.0, None, True), (1, 9.0, 3.0, False), (2, 0.3, None, False),
+    (2, 1.5, None, False),  # 1.5 + 2 threads on 4 cores: room left
+    (2, 0.0, 2.5, True),  # measured: other processes took 2.5 of the 4 cores
+])
+def test_competition_is_judged_against_the_free_cores(monkeypatch, threads, load, other, warns):
+    from resnet_cli.bench import contention
+
+    monkeypatch.setattr(contention, "cores", lambda: 4 if threads else 2)
+    got = contention.competes(threads, load_1min=load, contention={"other_cores": other} if other else None)
+    assert (got is not None) == warns, got

@@ -200,10 +200,22 @@ def test_normalisation_uses_training_images_after_the_split(tmp_path):
 
 
 def test_missing_cifar_without_download_is_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
     with pytest.raises(UserError) as err:
-        D.load(DataSpec(dataset="cifar10", dir=str(tmp_path / "nowhere"), download=False))
+        D.load(DataSpec(dataset="cifar10", dir=str(tmp_path / "empty"), download=False))
     msg = assert_one_line(err)
     assert "CIFAR-10 not found" in msg and "cifar-10-python.tar.gz" in msg and "--data-dir" in msg
+
+
+def test_a_data_dir_that_is_not_there_is_never_filled_by_a_download(tmp_path, monkeypatch):
+    import torchvision.datasets
+
+    monkeypatch.setattr(torchvision.datasets, "CIFAR10", lambda **kw: pytest.fail("downloaded into a typo"))
+    with pytest.raises(UserError) as err:
+        D.load(DataSpec(dataset="cifar10", dir=str(tmp_path / "nowhere"), download=True))
+    msg = assert_one_line(err)
+    assert "CIFAR-10 not found" in msg and f"--data-dir {tmp_path / 'nowhere'}" in msg and "does not exist" in msg
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_failed_download_is_one_line(tmp_path, monkeypatch):

@@ -48,7 +48,7 @@ def test_error_is_the_runs_own_last_test_error_exactly(residual8_run):
 
 
 def test_a_test_subset_is_evaluated_without_the_runs_figure_beside_it(residual8_run):
-    r = invoke("eval", residual8_run, "--set", "data.test_subset=50", "--data-dir", residual8_run)
+    r = invoke("eval", residual8_run, "--set", "data.test_subset=50")
     assert r.exit_code == 0, r.stderr
     row = json_lines(r.stdout)[0]
     assert row["images"] == 50 and row["logged_error"] is None  # 50 images, not the 360 it logged

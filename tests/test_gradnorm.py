@@ -201,3 +201,21 @@ def test_responses_of_a_trained_run(in_tmp):
     assert [o["index"] for o in objs] == [1, 2, 3, 4, 5]  # the 5 convs of a 6-layer net
     assert all({"spec", "layer", "index", "std"} <= set(o) and o["std"] > 0 for o in objs)
     assert (in_tmp / "r6" / "responses.png").is_file()
+
+
+@pytest.mark.parametrize("kind,layers", [("identity", 8), ("exclusive_gate", 11)])
+def test_summary_median_is_the_true_median_over_every_weight_layer(kind, layers):
+    """"dW med" over all weight layers, gates included (docs/gradnorm.md's table counts them): for
+    the 8 layers of ResNet-8 the mean of the two middle norms, for 8 + 3 gates the middle one."""
+    import statistics
+
+    tree = {"model": {"family": "digits", "depth": 8, "widths": [4], "shortcut": {"kind": kind}},
+            "data": {"dataset": "digits", "train_subset": 64}, "optim": {"batch_size": 32, "iters": 1},
+            "run": {"device": "cpu"}}
+    r = G.measure_spec("x", S.resolve(S.validate(tree)), steps=1)
+    norms = [layer["grad_norm"] for layer in r.layers]
+    assert len(norms) == layers
+    s = G.summary_row(r)
+    assert s["weight_layers"] == layers
+    assert s["median_layer"] == pytest.approx(statistics.median(norms), rel=1e-12)
+    assert (s["min_layer"], s["max_layer"]) == (min(norms), max(norms))

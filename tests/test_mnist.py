@@ -317,3 +317,37 @@ def test_fashion_fig1_config_plans_without_data():
     assert (plain.model.shortcut.kind, res.model.shortcut.kind) == ("none", "identity")
     assert res.data.dataset == "fashion_mnist" and res.model.downsample == "A" and res.model.widths == [16, 32, 64]
     assert S.diff(plain, res) == ["model.shortcut.kind"]
+
+
+def test_a_given_data_dir_is_the_only_place_read(in_tmp):
+    """`--data-dir` names where the data is: a folder that is not there, or one without the files,
+    is one line naming it, never another copy (here a valid set in the cache) read in its place."""
+    import json
+
+    fake_set(in_tmp / "cache" / "fashion-mnist", n_train=13)
+    for args, needle in ((["--data-dir", in_tmp / "nowhere"], "does not exist"),
+                         (["--data-dir", in_tmp / "run.txt"], "is a file")):
+        (in_tmp / "run.txt").write_text("x")
+        r = invoke("train", "--dataset", "fashion_mnist", "--set", "data.download=false", *args, "--iters", 1,
+                   "--out", "run")
+        line = one_error_line(r)
+        assert needle in line and str(args[1]) in line and "--data-dir" in line
+        assert not (in_tmp / "run").exists()
+    (in_tmp / "empty").mkdir()
+    r = invoke("train", "--dataset", "fashion_mnist", "--set", "data.download=false", "--data-dir", in_tmp / "empty",
+               "--iters", 1, "--out", "run")
+    line = one_error_line(r)
+    assert "Fashion-MNIST not found in" in line and str(in_tmp / "empty") in line
+    assert str(in_tmp / "cache") not in line.split(" and data.download")[0]  # the cache was not looked in
+    # meta.json says which copy was read
+    fake_set(in_tmp / "given" / "FashionMNIST" / "raw", n_train=11)
+    r = invoke("train", "--dataset", "fashion_mnist", "--set", "data.download=false", "--data-dir", in_tmp / "given",
+               "--set", "model.widths=[2,2,2]", "--depth", 8, "--iters", 1, "--out", "run")
+    assert r.exit_code == 0, r.stderr
+    meta = json.loads((in_tmp / "run" / "meta.json").read_text())
+    assert meta["data_source"] == str((in_tmp / "given" / "FashionMNIST" / "raw").resolve())
+    r = invoke("train", "--dataset", "fashion_mnist", "--set", "data.download=false", "--set", "model.widths=[2,2,2]", "--depth", 8,
+               "--iters", 1, "--out", "run2")
+    assert r.exit_code == 0, r.stderr
+    meta = json.loads((in_tmp / "run2" / "meta.json").read_text())
+    assert meta["data_source"] == str((in_tmp / "cache" / "fashion-mnist").resolve())

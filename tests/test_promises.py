@@ -135,6 +135,27 @@ def test_force_resume_trains_the_new_spec(in_tmp):
     assert saved["optim"]["epochs"] == 2 and saved["optim"]["lr"] == 0.03
 
 
+def test_force_resume_rewrites_spec_yaml_and_keeps_the_old_one(in_tmp):
+    """After --force-resume the run directory describes the run as it went on: spec.yaml is the new
+    spec (report and eval read it, a plain --resume accepts it), the old one kept beside it."""
+    assert invoke("train", *TINY, "--out", "run").exit_code == 0
+    before = (in_tmp / "run" / "spec.yaml").read_text()
+    r = invoke("train", "--resume", "run", "--epochs", 2, "--lr", 0.03, "--force-resume")
+    assert r.exit_code == 0, r.stderr
+    assert "spec.yaml rewritten" in r.stderr
+    (kept,) = (in_tmp / "run").glob("spec.before-*.yaml")
+    assert kept.read_text() == before
+    assert S.build(str(in_tmp / "run" / "spec.yaml")).optim.lr == 0.03
+    assert S.build(str(kept)).optim.lr == 0.05  # digits/residual8's own
+    (change,) = json.loads((in_tmp / "run" / "meta.json").read_text())["spec_changes"]
+    assert change["previous"] == kept.name and "optim.lr" in change["keys"] and "optim.epochs" in change["keys"]
+    first = [x for x in RunDir(in_tmp / "run").metrics() if x.get("event") == "epoch"][0]
+    assert change["iteration"] == first["iter"]  # where the new spec took over: the end of epoch 1
+    r = invoke("train", "--resume", "run")  # plain: the spec on disk is the checkpoint's
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[-1])["status"] == "completed"
+
+
 def test_the_summary_is_the_last_epoch_never_the_best(in_tmp):
     """A run whose test error is lowest before its last epoch reports the last (README: no
     selection on the test set, He 2016a reports the final net)."""

@@ -37,6 +37,7 @@ def test_train_writes_json_lines_and_a_complete_run_dir(in_tmp):
     meta = json.loads((run / "meta.json").read_text())
     for key in ("versions", "git_commit", "device", "seed", "command"):
         assert key in meta
+    assert meta["data_source"] == "bundled with scikit-learn"
     assert meta["versions"]["torch"].startswith("2.14")
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 2
     # the resolved spec reruns the same experiment
@@ -78,6 +79,13 @@ def test_existing_run_is_never_overwritten(in_tmp):
     (["--set", "model.shortcut.kind=gate", "--dry-run"], "exclusive_gate"),
     (["--dataset", "cifar10", "--data-dir", "nowhere", "--set", "data.download=false", "--iters", 1], "--data-dir"),
     (["--epochs", 1, "--iters", 1], "exclusive"),
+    # a spec path that is not there names itself, never trains the bundled config of the same file name
+    (["/home/me/experiments/resnet110.yaml", "--dry-run"], "/home/me/experiments/resnet110.yaml: no such spec file"),
+    (["experiments/resnet110", "--dry-run"], "cifar/resnet110"),
+    (["resnet110.yml", "--dry-run"], "resnet configs"),
+    # digits are scikit-learn's: a data.dir given for them would be silently ignored
+    (["digits/residual8", "--data-dir", ".", "--iters", 1], "digits reads no files"),
+    (["--dataset", "synthetic", "--data-dir", ".", "--iters", 1], "synthetic reads no files"),
 ])
 def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     r = invoke("train", *args)
@@ -85,6 +93,13 @@ def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("resnet: error:") and needle in lines[0], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_a_bundled_name_still_finds_its_config(in_tmp):
+    for name in ("cifar/resnet110", "resnet110", "cifar/resnet110.yaml"):
+        r = invoke("train", name, "--dry-run", "--json")
+        assert r.exit_code == 0, r.stderr
+        assert json_lines(r.stdout)[0]["spec"]["model"]["depth"] == 110
 
 
 def test_lr_trace_warmup_returns_to_base_and_steps():
@@ -108,3 +123,41 @@ def test_grad_norms_are_logged_into_metrics_during_train(in_tmp):
     records = [json.loads(line) for line in (in_tmp / "run" / "metrics.jsonl").read_text().splitlines()]
     norms = [x for x in records if x.get("event") == "grad_norm"]
     assert [x["iter"] for x in norms][:2] == [1, 11] and norms[0]["weights"]
+
+
+def test_readme_pipeline_keeps_every_epoch_record_with_stderr_on_a_terminal(in_tmp):
+    """`resnet train digits/residual26 | jq ...` at a shell: stderr is a terminal (the live bar runs),
+    stdout a pipe. Every epoch record must reach the pipe, not the screen."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import threading
+
+    master, slave = pty.openpty()
+    screen = bytearray()
+
+    def drain():  # a pty whose master is never read fills up and blocks the child
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "100"}
+    proc = subprocess.run([sys.executable, "-m", "resnet_cli", "train", "digits/residual26", "--set", "model.widths=[4]",
+                           "--epochs", "3", "--out", "run"], stdout=subprocess.PIPE, stderr=slave, env=env,
+                          timeout=300, cwd=in_tmp)
+    os.close(slave)
+    reader.join(timeout=10)
+    os.close(master)
+    assert proc.returncode == 0, screen.decode(errors="replace")
+    records = json_lines(proc.stdout.decode())
+    assert [r["event"] for r in records] == ["epoch", "epoch", "epoch", "summary"]
+    assert [r["epoch"] for r in records[:3]] == [1, 2, 3]
+    assert b"epoch   1" in screen  # the progress lines went to the terminal

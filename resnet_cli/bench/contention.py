@@ -41,6 +41,35 @@ class Contention:
         return out
 
 
+def cores() -> int:
+    return os.cpu_count() or 1
+
+
+def loadavg_1min() -> float | None:
+    load = _loadavg()
+    return load[0] if load else None
+
+
+def competes(threads: int, load_1min: float | None = None, contention: dict[str, Any] | None = None) -> str | None:
+    """Why `threads` threads (0: torch's default, one per core) compete with other work for the
+    cores, or None. Measured here: two OpenMP threads on two busy cores ran slower than one, since
+    each spins waiting for a partner that has been descheduled (docs/bench.md). Judged from the
+    1-minute load before measuring, or from the other processes' CPU use while measuring."""
+    n, total = threads or cores(), cores()
+    if n <= 1:
+        return None
+    why = None
+    if load_1min is not None and load_1min >= 1 and load_1min + n > total:
+        why = f"1-minute load {load_1min:.2f} on {total} cores"
+    other = (contention or {}).get("other_cores")
+    if why is None and other is not None and other >= 0.5 and other + n > total:
+        why = f"other processes used {other:.2f} of {total} cores while measuring"
+    if why is None:
+        return None
+    return (f"other work competes for the cores ({why}): {n} threads then wait on each other and the rates "
+            "understate this machine; rerun with --threads 1")
+
+
 def _busy_seconds() -> float | None:
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]

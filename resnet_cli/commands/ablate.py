@@ -78,7 +78,10 @@ def ablate(
     fmt = output.choose(json_)
     if only is not None:
         return _only(plan, only, fmt)
-    return _sweep(plan, jobs, fmt, figure, threshold)
+    from .. import figures
+
+    fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
+    return _sweep(plan, jobs, fmt, fig_path, threshold)
 
 
 def _only(plan, key: str, fmt) -> None:
@@ -123,7 +126,9 @@ class _Progress:
         if sys.stderr.isatty():
             from rich.live import Live
 
-            self.live = Live(self.table(), console=console, refresh_per_second=2, transient=True)
+            # redirect_stdout=False: rich's Live would otherwise capture stdout while it runs.
+            self.live = Live(self.table(), console=console, refresh_per_second=2, transient=True,
+                             redirect_stdout=False, redirect_stderr=False)
 
     def table(self):
         records = self.report.planned(self.plan, self.running, self.failed)
@@ -149,10 +154,9 @@ class _Progress:
             self.live.update(self.table())
 
 
-def _sweep(plan, jobs: int, fmt, figure_path: str | None, threshold: float | None = None) -> None:
+def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) -> None:
     import signal
     import time
-    from pathlib import Path
 
     from rich.markup import escape
 
@@ -189,7 +193,7 @@ def _sweep(plan, jobs: int, fmt, figure_path: str | None, threshold: float | Non
         out = output.stdout()
         out.print(report.render(table, width=out.width))
     if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
-        path = report.figure(table, Path(figure_path) if figure_path else plan.results / f"{plan.name}.png")
+        path = report.figure(table, figure_path)
         console.print(f"figure: {path}")
     for key, message in progress.failed.items():
         console.print(f"[red]run {key} failed[/]: {escape(message)}")

@@ -56,6 +56,7 @@ def bench(
     """
     from .. import bench as bench_mod
     from .. import output
+    from ..bench import contention
 
     if data_only and memory:
         raise UserError("--data-only and --memory are separate modes: give one")
@@ -72,19 +73,42 @@ def bench(
     name = spec_file or f"resnet{spec.model.depth}"
     console = output.stderr()
     progress = console.print
+    variants = bench_mod.variants_from(vary or [])  # bad input is refused before any warning
+    load = contention.loadavg_1min()
+    warnings = [w for w in [contention.competes(spec.run.threads, load_1min=load)] if w]
+    for w in warnings:  # before measuring: minutes may be saved by stopping now
+        console.print(f"[yellow]warning[/]: {w}")
     try:
         if memory:
             result = bench_mod.compare_checkpointing(spec, segments=segments, steps=steps or 2, name=name,
                                                      progress=progress)
+            _record_load(console, [result], spec.run.threads, load, warnings)
             _render_memory(result, fmt)
             return
-        variants = bench_mod.variants_from(vary or [])
         rows = bench_mod.bench(spec, steps=steps or (50 if data_only else 20), warmup=warmup, rounds=rounds,
                                data_only=data_only, with_baseline=baseline, variants=variants, name=name,
                                progress=progress)
     except bench_mod.MeasureFailed as exc:
         raise UserError(str(exc), code=FAILED) from None
+    _record_load(console, rows, spec.run.threads, load, warnings)
     _render(rows, fmt)
+
+
+def _record_load(console, rows: list[dict[str, Any]], threads: int, load: float | None, warnings: list[str]) -> None:
+    """The 1-minute load before measuring and any contention warning go into every result object;
+    a warning the measurement itself raises (other processes' CPU use) is printed now."""
+    from ..bench import contention
+
+    if not warnings:
+        for row in rows:
+            n = (row.get("runtime") or {}).get("threads", threads)
+            w = contention.competes(n if isinstance(n, int) else threads, contention=row.get("contention"))
+            if w and w not in warnings:
+                console.print(f"[yellow]warning[/]: {w}")
+                warnings.append(w)
+    for row in rows:
+        row["load_1min"] = load
+        row["warnings"] = list(warnings)
 
 
 def _render(rows: list[dict[str, Any]], fmt) -> None:
@@ -118,6 +142,7 @@ def _render(rows: list[dict[str, Any]], fmt) -> None:
             if r.get("compile_s") is not None:
                 notes.append(f"{r['label']}: compile {r['compile_s']:.1f} s (first step minus a step)")
     notes.append(_contention_line(first["contention"]))
+    notes += [f"warning: {w}" for w in first.get("warnings", [])]
     table = output.table(title, cols, table_rows, caption="\n".join(notes))
     table.columns[0].no_wrap = True
     output.stdout().print(table)

@@ -49,6 +49,7 @@ def degrade(
     from .. import output
     from ..errors import UserError
     from ..experiments import degrade as deg
+    from ..rundir import make_dir
 
     fmt = output.choose(json_)
     net_list = None
@@ -64,6 +65,7 @@ def degrade(
             batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads),
         sets=set_ or [])
     out_dir = Path(out) if out else Path("runs") / f"degrade-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    make_dir(out_dir)  # a file in the way or an unwritable place: one line before any run starts
     log = output.stderr()
     n_runs = len(plan.depths) * len(plan.nets) * len(plan.seeds)
     log.print(f"degrade: {n_runs} run{'s' if n_runs != 1 else ''} "

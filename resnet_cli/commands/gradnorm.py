@@ -127,10 +127,11 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
     import dataclasses
 
     from .. import data as data_mod
-    from .. import output
+    from .. import figures, output
     from ..experiments.gradnorm import norms
 
     log = output.stderr()
+    fig_path = figures.target(out, Path("gradnorm.png"))
     cache: dict[str, Any] = {}
     results = []
     for name, s in named:
@@ -145,7 +146,6 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
                   f"shortcut {s.model.shortcut.kind}, {steps} step(s) of batch {s.optim.batch_size} "
                   f"on {s.data.dataset}")
         results.append(norms.measure_spec(name, s, steps, data=cache[key]))
-    fig_path = Path(out) if out else Path("gradnorm.png")
     norms.figure(results, fig_path)
     if fmt is output.Format.JSON:
         for row in norms.rows(results):
@@ -176,7 +176,8 @@ def _summary_table(results, steps: int):
         f"gradient norms {when}",
         ["spec", "depth", "params", "dW\nfirst", "dW med\nmin\nmax", "dW\nfc", "dx_0/\ndx_L", "lambda\n^L", "loss"],
         rows, compact=True,
-        caption="dW: ||dE/dW|| of the first conv, of every main-path weight layer (median, min, max), of the fc "
+        caption="dW: ||dE/dW|| of the first conv, of every weight layer, shortcut gates and projections included "
+                "(median, min, max), of the fc "
                 "layer; dx_0/dx_L: ||dE/dx_0|| / ||dE/dx_L||, at the first unit's input vs the last unit's output; "
                 "lambda^L: the shortcut-only term of dx_L/dx_0 for scaled shortcuts (He 2016b eq. 5)")
 
@@ -235,7 +236,7 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
                threads: int | None = None) -> None:
     import statistics
 
-    from .. import output
+    from .. import figures, output
     from ..errors import UserError
     from ..experiments.gradnorm import layer_responses
     from ..experiments.trained import check_dir, load_spec, pick_device
@@ -244,6 +245,7 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
         raise UserError(f"--split {split}: valid splits are train, val, test")
     for path in run_dirs:  # bad input is one line: refuse before any progress line is printed
         check_dir(path)
+    fig_path = figures.target(out, Path(run_dirs[0]) / "responses.png" if len(run_dirs) == 1 else Path("responses.png"))
     common.set_threads(threads, default=load_spec(run_dirs[0]).run.threads)
     dev = pick_device(device)
     runs = []
@@ -253,7 +255,6 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
     labels = [r["label"] for r in runs]
     for r in runs:
         r["name"] = r["label"] if labels.count(r["label"]) == 1 else f"{r['label']} ({Path(r['run']).name})"
-    fig_path = Path(out) if out else (Path(run_dirs[0]) / "responses.png" if len(runs) == 1 else Path("responses.png"))
     layer_responses.responses_figure(runs, fig_path)
     if fmt is output.Format.JSON:
         for r in runs:

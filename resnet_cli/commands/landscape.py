@@ -35,21 +35,21 @@ def landscape(run_dirs: RunDirs, dims: Dims = 1, range_: Range = (-1.0, 1.0), po
               samples: Samples = 1000, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
               out: FigOut = None, json_: common.Json = False) -> None:
     """Training loss and accuracy on a grid around the trained weights; BN in eval mode (running stats)."""
-    from .. import output
+    from .. import figures, output
     from ..experiments import landscape as land
     from ..experiments.trained import check_dir, load_run, load_spec, pick_device
 
     fmt = output.choose(json_)
     for p in run_dirs:
         check_dir(p)
+    name = f"landscape-{dims}d.png"
+    fig_path = figures.target(out, Path(run_dirs[0]) / name if len(run_dirs) == 1 else Path(name))
     common.set_threads(threads, default=load_spec(run_dirs[0]).run.threads)
     dev = pick_device(device)
     trained = [load_run(p, dev) for p in run_dirs]
     lo, hi = range_
     results = [land.scan(t, dims=dims, lo=lo, hi=hi, points=points, samples=samples, seed=seed, log=output.info)
                for t in trained]
-    name = f"landscape-{dims}d.png"
-    fig_path = Path(out) if out else (Path(run_dirs[0]) / name if len(run_dirs) == 1 else Path(name))
     land.figure(results, fig_path)
     if fmt is output.Format.JSON:
         for r in results:

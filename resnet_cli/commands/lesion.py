@@ -33,7 +33,7 @@ def lesion(run_dirs: RunDirs, compare: Compare = None, max_k: MaxK = None, draws
            device: Device = "auto", threads: common.RunThreads = None, out: FigOut = None,
            json_: common.Json = False) -> None:
     """Delete each unit in turn (branch -> 0, shortcut kept), then k random units; test error each time."""
-    from .. import output
+    from .. import figures, output
     from ..experiments import lesion as lesion_mod
     from ..experiments.trained import check_dir, load_run, load_spec, pick_device
 
@@ -41,11 +41,11 @@ def lesion(run_dirs: RunDirs, compare: Compare = None, max_k: MaxK = None, draws
     paths = list(run_dirs) + ([compare] if compare else [])
     for p in paths:
         check_dir(p)  # every bad directory is reported before any work starts
+    fig_path = figures.target(out, Path(paths[0]) / "lesion.png" if len(paths) == 1 else Path("lesion.png"))
     common.set_threads(threads, default=load_spec(paths[0]).run.threads)
     dev = pick_device(device)
     trained = [load_run(p, dev) for p in paths]
     results = [lesion_mod.study(t, max_k=max_k, draws=draws, seed=seed, log=output.info) for t in trained]
-    fig_path = Path(out) if out else (Path(paths[0]) / "lesion.png" if len(paths) == 1 else Path("lesion.png"))
     lesion_mod.figure(results, fig_path)
     if fmt is output.Format.JSON:
         for r in results:

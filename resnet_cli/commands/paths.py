@@ -36,7 +36,7 @@ def paths(sources: Sources, init: Init = False, with_init: WithInit = False, sam
           batch_size: BatchSize = None, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
           set_: common.Set = None, out: FigOut = None, json_: common.Json = False) -> None:
     """Gradient carried by paths of each length: backward through k units' branches, the other units' shortcuts."""
-    from .. import output
+    from .. import figures, output
     from ..errors import UserError
     from ..experiments import paths as paths_mod
     from ..experiments.trained import check_dir, pick_device
@@ -52,6 +52,8 @@ def paths(sources: Sources, init: Init = False, with_init: WithInit = False, sam
     if not init:
         for p in sources:
             check_dir(p)  # every bad directory is reported before any work starts
+    single_dir = len(sources) == 1 and Path(sources[0]).is_dir()
+    fig_path = figures.target(out, Path(sources[0]) / "paths.png" if single_dir else Path("paths.png"))
     dev = pick_device(device)
     states = [True] if init else [False, True] if with_init else [False]
     nets = [(at_init, *_load(s, at_init, set_ or [], dev)) for s in sources for at_init in states]
@@ -65,8 +67,6 @@ def paths(sources: Sources, init: Init = False, with_init: WithInit = False, sam
                                        state="init" if at_init else "trained",
                                        batch_size=batch_size or spec.optim.batch_size, samples=samples, mass=mass,
                                        seed=seed, device=dev, log=output.info))
-    single_dir = len(sources) == 1 and Path(sources[0]).is_dir()
-    fig_path = Path(out) if out else (Path(sources[0]) / "paths.png" if single_dir else Path("paths.png"))
     paths_mod.figure(results, fig_path)
     if fmt is output.Format.JSON:
         for r in results:

@@ -18,12 +18,12 @@ FigOut = Annotated[str | None, typer.Option("--out",
 @command()
 def plot(run_dirs: RunDirs, out: FigOut = None, json_: common.Json = False) -> None:
     """Error against iterations: training error thin, test error bold (He 2016a Fig. 1, 4, 6)."""
-    from .. import output
+    from .. import figures, output
     from ..experiments import curves
 
     fmt = output.choose(json_)
+    fig_path = figures.target(out, Path(run_dirs[0]) / "curves.png" if len(run_dirs) == 1 else Path("curves.png"))
     runs = [curves.read_run(p) for p in run_dirs]
-    fig_path = Path(out) if out else (Path(run_dirs[0]) / "curves.png" if len(run_dirs) == 1 else Path("curves.png"))
     curves.figure(runs, fig_path)
     keys = ("run", "label", "status", "dataset", "seed", "epochs", "iterations", "train_error", "test_error",
             "test_error_epoch")

@@ -28,13 +28,15 @@ def report(
     twice counts once."""
     from pathlib import Path
 
-    from .. import output
+    from .. import figures, output
     from ..errors import UserError
     from ..experiments import report as report_mod
 
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
+    target = figures.target(figure, Path("report.png"), "--figure") if figure else None
+    gates_target = figures.target(gates, Path("gates.png"), "--gates") if gates else None
     duplicates: list[Path] = []
     tables = report_mod.aggregate(report_mod.collect(root, duplicates))
     if duplicates:  # the same spec and seed found again: one seed, not two
@@ -61,13 +63,12 @@ def report(
         else:
             console = output.stdout()
             console.print(report_mod.render(table, width=console.width))
-    if figure:
-        target = Path(figure)
+    if target is not None:
         for table in tables:
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")
             output.info(f"figure: {report_mod.figure(table, path)}")
-    if gates:
+    if gates_target is not None:
         from ..experiments import gate_figure
 
-        output.info(f"gates: {gate_figure.figure(root, Path(gates))}")
+        output.info(f"gates: {gate_figure.figure(root, gates_target)}")

@@ -71,7 +71,7 @@ def train(
     json_: common.Json = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Validate, build, print the resolved spec and params; train nothing.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="RUN_DIR (or checkpoint) to continue; 'auto': the --out directory, fresh if it has no checkpoint.")] = None,
-    force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's.")] = False,
+    force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's: spec.yaml becomes the new spec, the old one kept as spec.before-<time>.yaml.")] = False,
     nproc: Annotated[int, typer.Option("--nproc", min=1, help="Start N processes on this machine with torchrun (DistributedDataParallel).")] = 1,
     tensorboard: Annotated[bool, typer.Option("--tensorboard", help="train.tensorboard=true: scalars into RUN_DIR/tensorboard/ too (pip install 'resnet-cli[tensorboard]').")] = False,
 ) -> None:
@@ -160,12 +160,17 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
         stop = StopFlag().install()
         trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop, data=data)
         if state is not None:
-            trainer.restore(state, allow_spec_change=force_resume)
+            changed = trainer.restore(state, allow_spec_change=force_resume)
             if trainer.p.iteration >= trainer.total and run_dir.summary():
                 summary = run_dir.summary()
                 _report(summary, fmt, quiet)
                 return summary
             if d.is_main:
+                if changed:  # --force-resume: the run goes on under the new spec, so spec.yaml says so
+                    kept = run_dir.replace_spec(spec, changed, trainer.p.iteration)
+                    if not quiet:
+                        output.info(f"spec changed in {', '.join(changed)}: {path / SPEC} rewritten, "
+                                    f"the previous one kept as {path / kept}")
                 run_dir.truncate_metrics(trainer.p.iteration)
                 if not quiet:
                     output.info(f"resuming {path} at iteration {trainer.p.iteration} (epoch {trainer.p.epoch + 1})")
@@ -195,7 +200,9 @@ def _record_runtime(run_dir, trainer) -> None:
     meta_path = run_dir.file("meta.json")
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta.update(trainer.rt.describe())
-    meta.update({"params": trainer.params, "iters_per_epoch": trainer.iters_per_epoch, "total_iters": trainer.total})
+    meta.update({"params": trainer.params, "iters_per_epoch": trainer.iters_per_epoch, "total_iters": trainer.total,
+                 # where the images were actually read from: the real path, or how they were made
+                 "data_source": trainer.data.source})
     run_dir._write_text("meta.json", json.dumps(meta, indent=2) + "\n")
 
 
@@ -215,7 +222,8 @@ def _report(summary: dict[str, Any], fmt: output.Format, quiet: bool) -> None:
 
 class TerminalProgress:
     """Progress on stderr: a live bar on a terminal, one line per epoch otherwise. In JSON mode the
-    epoch records also go to stdout, one object per line."""
+    epoch records also go to stdout, one object per line. The bar must not capture stdout (rich's
+    Live does by default, even on a stderr console): the records reach the pipe whatever stderr is."""
 
     def __init__(self, fmt: output.Format):
         import sys
@@ -231,7 +239,7 @@ class TerminalProgress:
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                                 TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.console,
-                                transient=True)
+                                transient=True, redirect_stdout=False, redirect_stderr=False)
             self.bar.start()
             self.task = self.bar.add_task("train", total=t.total, completed=t.p.iteration, info="")
 

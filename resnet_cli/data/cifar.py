@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from .splits import Raw, Split, cache_dir, reason, torchvision_download
+from .splits import Raw, Split, cache_dir, given_dir, reason, torchvision_download
 
 _CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar.html"
 
@@ -39,7 +39,7 @@ _CIFAR = {
 
 def read(spec) -> Raw:
     fmt = _CIFAR[spec.dataset]
-    base = Path(spec.dir).expanduser() if spec.dir else cache_dir()
+    base = given_dir(spec, fmt.title) or cache_dir()
     folder = _find_cifar(fmt, base)
     if folder is None:
         if not spec.download:
@@ -50,7 +50,8 @@ def read(spec) -> Raw:
             raise UserError(f"{fmt.title} was downloaded into {base} but its batches are missing: {_cifar_hint(fmt)}")
     train = _read_batches(folder, fmt.train_files, fmt)
     test = _read_batches(folder, fmt.test_files, fmt)
-    return Raw(train, test, fmt.num_classes, normalise=True, classes=_class_names(folder, fmt))
+    return Raw(train, test, fmt.num_classes, normalise=True, classes=_class_names(folder, fmt),
+               source=str(folder.resolve()))
 
 
 def _class_names(folder: Path, fmt: _CifarFormat) -> tuple[str, ...] | None:

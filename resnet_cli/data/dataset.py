@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..datasets import CLASS_NAMES
+from ..errors import UserError
 from . import cifar, digits, folders, mnist, synthetic
 from .batches import Batches, eval_batches
 from .folders import IMAGENET_MEAN, IMAGENET_STD, FolderBatches, FolderData
@@ -31,14 +32,23 @@ class Data:
     # (digits keep the "Residual Connection" article's pixel/16). Exported nets need it beside them.
     mean: list[float] | None = None
     std: list[float] | None = None
+    source: str = ""  # where the images were read from: a real path, or how they were made
+
+
+# Datasets that read no files: a data.dir given for them would be silently ignored.
+FILELESS = {"digits": digits.SOURCE, "synthetic": synthetic.SOURCE}
 
 
 def load(spec) -> Data:
     """Read, split and normalise the dataset a `DataSpec` names (CPU tensors)."""
+    if spec.dir and spec.dataset in FILELESS:
+        raise UserError(f"--data-dir {spec.dir} (data.dir): {spec.dataset} reads no files (it is "
+                        f"{FILELESS[spec.dataset]}); leave data.dir unset")
     if spec.dataset == "imagenet":
         folder = folders.read(spec)
         return Data("imagenet", None, None, None, len(folder.classes), 3, spec.image_size, folder=folder,
-                    classes=list(folder.classes), mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD))
+                    classes=list(folder.classes), mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD),
+                    source=str(folders.root_of(spec).resolve()))
     readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read,
                "mnist": mnist.read, "fashion_mnist": mnist.read, "kmnist": mnist.read}
     raw = readers[spec.dataset](spec)
@@ -51,7 +61,7 @@ def load(spec) -> Data:
     _, channels, size, _ = train.x.shape
     names = raw.classes or CLASS_NAMES.get(spec.dataset) or tuple(str(i) for i in range(raw.num_classes))
     return Data(spec.dataset, train, test, val, raw.num_classes, channels, size, classes=list(names),
-                mean=mean, std=std)
+                mean=mean, std=std, source=raw.source)
 
 
 def num_examples(data: Data, split_name: str) -> int:

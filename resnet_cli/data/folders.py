@@ -16,7 +16,7 @@ import torch
 from ..errors import UserError
 from .augment import check_mode, cutout_
 from .order import TAG_SAMPLE, batch_generator, check_start, epoch_order, iters_per_epoch, mix, shard_of
-from .splits import cache_dir, positions, reason
+from .splits import cache_dir, given_dir, positions, reason
 
 # ImageNet training-set statistics (the usual constants); scanning 1.28M JPEGs for them at every
 # start would cost minutes and give the same numbers.
@@ -24,9 +24,14 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
+def root_of(spec) -> Path:
+    """The folder holding train/ and val/: data.dir (which must exist), else the cache's imagenet/."""
+    return given_dir(spec, "image folder", "train/<class>/*.jpg and val/<class>/*.jpg") or cache_dir() / "imagenet"
+
+
 def read(spec) -> FolderData:
     """The folder's (path, label) lists per split: `<dir>/train` and `<dir>/val` (the test split)."""
-    root = Path(spec.dir).expanduser() if spec.dir else cache_dir() / "imagenet"
+    root = root_of(spec)
     for sub in ("train", "val"):
         if not (root / sub).is_dir():
             raise UserError(f"image folder {root / sub} not found: expected {root}/train/<class>/*.jpg "

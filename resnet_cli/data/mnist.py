@@ -1,7 +1,7 @@
 """MNIST, Fashion-MNIST and KMNIST from their four IDX files (downloaded only when asked).
 
 Where the files are looked for, in order: `data.dir` itself and its subfolders `<name>/` and
-`<Class>/raw/`; the same two subfolders of the cache directory ($RESNET_DATA, else
+`<Class>/raw/` (when data.dir is given, only there); else the same two subfolders of the cache directory ($RESNET_DATA, else
 ~/.cache/resnet-cli): `fashion-mnist/` and `FashionMNIST/raw/` (where torchvision's dataset classes
 download); the Debian package's folder (`apt-get install dataset-fashion-mnist` puts the files in
 /usr/share/datasets/fashion-mnist). The files may be gzipped or not.
@@ -16,7 +16,7 @@ import torch
 
 from ..errors import UserError
 from .idx import read_pair
-from .splits import Raw, Split, cache_dir, torchvision_download
+from .splits import Raw, Split, cache_dir, given_dir, torchvision_download
 
 DEBIAN_ROOT = Path("/usr/share/datasets")  # Debian's dataset-* packages install below it
 FILES = {
@@ -49,23 +49,27 @@ def read(spec) -> Raw:
         looked = ", ".join(map(str, folders))
         if not spec.download:
             raise UserError(f"{fmt.title} not found in {looked} and data.download is off: {_hint(fmt)}")
-        # Into the cache directory's `<Class>/raw/`, where the next run finds the files.
-        torchvision_download(fmt.torchvision_class, cache_dir(), fmt.title, _hint(fmt), looked)
-        folder = find(fmt, [cache_dir() / fmt.torchvision_class / "raw"])
+        # Into data.dir (else the cache directory): its `<Class>/raw/`, where the next run finds the files.
+        root = given_dir(spec, fmt.title) or cache_dir()
+        torchvision_download(fmt.torchvision_class, root, fmt.title, _hint(fmt), looked)
+        folder = find(fmt, [root / fmt.torchvision_class / "raw"])
         if folder is None:
-            raise UserError(f"{fmt.title} was downloaded into {cache_dir()} but its files are missing: {_hint(fmt)}")
-    return Raw(_split(folder, "train"), _split(folder, "test"), NUM_CLASSES, normalise=True)
+            raise UserError(f"{fmt.title} was downloaded into {root} but its files are missing: {_hint(fmt)}")
+    return Raw(_split(folder, "train"), _split(folder, "test"), NUM_CLASSES, normalise=True,
+               source=str(folder.resolve()))
 
 
 def search_path(spec) -> list[Path]:
     """The folders looked in, first to last. The four files have the same names in every dataset
     of the family, so only the folder that `data.dir` names may hold them loose; elsewhere they
-    must sit in the dataset's own subfolder."""
+    must sit in the dataset's own subfolder. A given `data.dir` is the only place looked in: the
+    user named where the data is, so another copy is never read in its place."""
     fmt = _FORMATS[spec.dataset]
     own = (fmt.folder, f"{fmt.torchvision_class}/raw")
-    given = Path(spec.dir).expanduser() if spec.dir else None
-    explicit = [given, *(given / sub for sub in own)] if given else []
-    return [*explicit, *(cache_dir() / sub for sub in own), DEBIAN_ROOT / fmt.folder]
+    given = given_dir(spec, fmt.title)
+    if given is not None:
+        return [given, *(given / sub for sub in own)]
+    return [*(cache_dir() / sub for sub in own), DEBIAN_ROOT / fmt.folder]
 
 
 def find(fmt: _Format, folders: list[Path]) -> Path | None:

@@ -44,6 +44,20 @@ class Raw(NamedTuple):
     num_classes: int
     normalise: bool  # digits keep the article's pixel/16 inputs
     classes: tuple[str, ...] | None = None  # class names read with the data (CIFAR-100's meta file)
+    source: str = ""  # where the images were read from (a real path), recorded in the run's meta.json
+
+
+def given_dir(spec, title: str, holds: str = "the files") -> Path | None:
+    """`data.dir` as a folder that exists, None when unset. A folder that is not there is an error,
+    never a reason to read another copy of the data (the cache, a download, a system package)."""
+    if not spec.dir:
+        return None
+    path = Path(spec.dir).expanduser()
+    if not path.is_dir():
+        what = "is a file, not a folder" if path.exists() else "does not exist"
+        raise UserError(f"{title} not found: --data-dir {spec.dir} (data.dir) {what}; give the folder that "
+                        f"holds {holds}, or leave data.dir unset to use {cache_dir()}")
+    return path
 
 
 def positions(train_labels: np.ndarray, test_labels: np.ndarray, spec) -> tuple[np.ndarray, ...]:

@@ -6,6 +6,8 @@ import torch
 
 from .splits import Raw, Split
 
+SOURCE = "generated"
+
 # The synthetic task is a dataset, not a run: its generator seed never changes.
 _SYNTHETIC_SEED = 2016
 
@@ -24,7 +26,7 @@ def read(spec) -> Raw:
     # Separate generators: the test set does not change when train_size does.
     train = _synthetic_split(templates, s.train_size, s.noise, _SYNTHETIC_SEED + 1)
     test = _synthetic_split(templates, s.test_size, s.noise, _SYNTHETIC_SEED + 2)
-    return Raw(train, test, s.classes, normalise=True)
+    return Raw(train, test, s.classes, normalise=True, source=SOURCE)
 
 
 def _smooth_fields(count: int, channels: int, size: int, g: torch.Generator) -> torch.Tensor:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..callbacks import Callback
+from ..rundir import make_dir
 from .degrade_runs import RUN_DIRS, open_run_dir, read_runs, spec_key, train_one  # noqa: F401 (re-exported)
 from . import evidence
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
@@ -149,7 +150,7 @@ def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, b
     `callbacks()` makes extra trainer callbacks for each run (progress, for instance)."""
     from .. import data as data_mod
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir)
     done = {r["spec_key"]: r for r in read_runs(out_dir / RUNS_FILE)}
     jobs = [(depth, net, seed) for depth in plan.depths for net in plan.nets for seed in plan.seeds]
     data = None

@@ -154,16 +154,10 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _last_metrics(path: Path) -> dict[str, Any] | None:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            return json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill mid-write
-    return None
+    from ..rundir import read_metrics
+
+    records = read_metrics(path)  # a damaged file is one line naming it; a line cut mid-write is left out
+    return records[-1] if records else None
 
 
 def _spec_tree(path: Path) -> dict[str, Any] | None:

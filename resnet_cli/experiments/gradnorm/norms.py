@@ -10,6 +10,7 @@ the measurement.
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,13 +111,17 @@ def rows(results: list[NetNorms]) -> list[dict[str, Any]]:
 
 
 def summary_row(r: NetNorms) -> dict[str, Any]:
+    """First conv and fc from the main path; median, min and max over every weight layer, the
+    shortcut's gates and projections included (their gradients are part of what the net trains)."""
     main = [layer for layer in r.layers if layer["path"] == "main" and layer["grad_norm"] is not None]
     first, last = (main[0]["grad_norm"], main[-1]["grad_norm"]) if main else (None, None)
     x0, xl = (r.inputs[0], r.inputs[-1]) if r.inputs else (None, None)
-    norms = sorted(layer["grad_norm"] for layer in main)
+    norms = sorted(layer["grad_norm"] for layer in r.layers if layer["grad_norm"] is not None)
     return {
         "spec": r.name, "depth": r.depth, "units": r.units, "params": r.params, "steps": r.steps,
-        "first_layer": first, "last_layer": last, "median_layer": norms[len(norms) // 2] if norms else None,
+        "weight_layers": len(norms), "first_layer": first, "last_layer": last,
+        # for an even count, the mean of the two middle ones
+        "median_layer": statistics.median(norms) if norms else None,
         "min_layer": norms[0] if norms else None, "max_layer": norms[-1] if norms else None,
         "input_ratio": (x0 / xl) if (x0 is not None and xl) else None,
         "direct_term": r.direct[0] if r.direct else None, "loss": r.loss, "status": r.status,

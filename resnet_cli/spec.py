@@ -12,6 +12,7 @@ what a run directory records, so a run can always be repeated from its own `spec
 from __future__ import annotations
 
 import copy
+import difflib
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -264,9 +265,8 @@ def _one_line(err: ValidationError, source: str) -> str:
     path = ".".join(str(p) for p in e["loc"])
     if e["type"] == "extra_forbidden":
         section = _section_for(e["loc"][:-1])
-        valid = ", ".join(section.model_fields) if section else ""
         where = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
-        return f"{source}: unknown key '{path}'; valid keys in {where}: {valid}"
+        return unknown_key(source, path, list(section.model_fields) if section else [], where)
     msg = e["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
@@ -275,6 +275,15 @@ def _one_line(err: ValidationError, source: str) -> str:
     shown = f" (got {got!r})" if not isinstance(got, dict) else ""
     more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
     return f"{source}: {path or 'spec'}: {msg}{shown}{more}"
+
+
+def unknown_key(source: str, path: str, valid: list[str], where: str) -> str:
+    """The one message for a misspelt key (spec, study or degrade section): the nearest valid key
+    first, as git and pip suggest a mistyped command, then all of them."""
+    parent, _, key = path.rpartition(".")
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f"did you mean '{f'{parent}.' if parent else ''}{close[0]}'? " if close else ""
+    return f"{source}: unknown key '{path}'; {hint}valid keys in {where}: {', '.join(valid)}"
 
 
 def _section_for(loc: tuple) -> type[BaseModel] | None:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import spec as spec_mod
 from ..errors import UserError
+from ..spec import unknown_key
 from ..callbacks import Callback
 from .degrade_runs import RUN_DIRS, open_run_dir, read_runs, spec_key, train_one  # noqa: F401 (re-exported)
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
@@ -65,7 +66,7 @@ def _section(raw: Any, source: str) -> Section:
         e = err.errors(include_url=False)[0]
         path = ".".join(str(p) for p in ("degrade", *e["loc"]))
         if e["type"] == "extra_forbidden":
-            raise UserError(f"{source}: unknown key '{path}'; valid keys in degrade: depths, seeds, nets") from None
+            raise UserError(unknown_key(source, path, list(Section.model_fields), "degrade")) from None
         raise UserError(f"{source}: {path}: {e['msg']} (got {e.get('input')!r})") from None
 
 

@@ -24,8 +24,22 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("resnet-cli")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            from . import __version__ as v
+        print(f"resnet {v}")
+        raise typer.Exit(errors.OK)
+
+
 @app.callback()
-def root() -> None:
+def root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version, help="Print the version and exit."),
+) -> None:
     """Keeps subcommands stable however many are registered (with one command registered, Typer would collapse the group into it)."""
 
 

@@ -108,3 +108,49 @@ def test_grad_norms_are_logged_into_metrics_during_train(in_tmp):
     records = [json.loads(line) for line in (in_tmp / "run" / "metrics.jsonl").read_text().splitlines()]
     norms = [x for x in records if x.get("event") == "grad_norm"]
     assert [x["iter"] for x in norms][:2] == [1, 11] and norms[0]["weights"]
+
+
+def test_default_run_names_made_in_the_same_second_differ(in_tmp, monkeypatch):
+    import datetime as dt
+
+    from resnet_cli import rundir
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(rundir.dt, "datetime", Frozen)
+    spec = S.build("digits/residual8")
+    a, b = rundir.default_path(spec), rundir.default_path(spec)
+    assert a != b and a.is_dir() and b.is_dir()
+    assert a.name.startswith("20260102-030405-") and b.name == a.name + "-2"
+
+
+def test_two_trains_started_together_without_out_both_finish(in_tmp):
+    import subprocess
+    import sys
+
+    from processes import ENV
+
+    argv = [sys.executable, "-m", "resnet_cli", "train", *TINY, "--json"]
+    procs = [subprocess.Popen(argv, cwd=in_tmp, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    dirs = {json_lines(out)[-1]["run_dir"] for out, _ in outs}
+    assert len(dirs) == 2 and all((in_tmp / d / "summary.json").is_file() for d in dirs)
+
+
+def test_resume_of_a_missing_run_is_one_line_and_loads_no_data(in_tmp):
+    r = invoke("train", "--resume", "runs/nothere")
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "no such run directory" in r.stderr
+    assert not (in_tmp / "data").exists() and not (in_tmp / "runs").exists()
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    r = invoke("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"resnet {version('resnet-cli')}"

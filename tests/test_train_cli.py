@@ -154,3 +154,22 @@ def test_version_prints_the_installed_version():
 
     r = invoke("--version")
     assert r.exit_code == 0 and r.stdout.strip() == f"resnet {version('resnet-cli')}"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["train", "--threads", "-1"], "train: Invalid value for '--threads'"),
+    (["train", "--nproc", "x"], "train: Invalid value for '--nproc'"),
+    (["train", "--bogus"], "train: No such option: --bogus"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'"),
+])
+def test_click_usage_errors_are_one_line_with_exit_2(args, needle):
+    r = invoke(*args)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resnet: error: ") and needle in lines[0], r.stderr
+    assert r.stdout == ""
+
+
+def test_resnet_alone_still_prints_the_help():
+    r = invoke()
+    assert "Commands:" in r.stdout + r.stderr and "train" in r.stdout + r.stderr

@@ -327,7 +327,18 @@ def build(spec_file: str | None = None, overrides: list[tuple[str, Any]] = (), s
         set_dotted(tree, key, value)
     for item in sets:
         set_dotted(tree, *parse_set(item))
+    _family_from_dataset(tree)
     return resolve(validate(tree, source))
+
+
+def _family_from_dataset(tree: dict) -> None:
+    """ImageNet data means the ImageNet net (He 2016a sec. 4.2: 224-px input, four stages,
+    depths 18..200) unless the spec names a family: `--dataset imagenet` picks it, as `--dataset
+    cifar10` gets the default CIFAR net. Every other dataset keeps the default family."""
+    data, model = tree.get("data"), tree.get("model")
+    if isinstance(data, dict) and data.get("dataset") == "imagenet" and not (isinstance(model, dict) and "family" in model):
+        if model is None or isinstance(model, dict):
+            tree.setdefault("model", {})["family"] = "imagenet"
 
 
 def merge(base: dict, over: dict) -> dict:

@@ -127,3 +127,17 @@ def test_a_misspelt_key_gets_the_nearest_valid_one(tmp_path, text, suggested):
 
 def test_a_key_like_none_gets_no_suggestion(tmp_path):
     assert "did you mean" not in one_line_error(build_from_text, tmp_path, "model:\n  zzzzqqq: 1\n")
+
+
+def test_dataset_imagenet_selects_the_imagenet_net_unless_a_family_is_named():
+    import torchvision
+
+    from resnet_cli.model import build_model, count_params
+
+    spec = S.build(None, [("data.dataset", "imagenet"), ("model.depth", 18)])
+    assert spec.model.family == "imagenet"
+    ours = count_params(build_model(spec.model, 3, 1000))
+    assert ours == sum(p.numel() for p in torchvision.models.resnet18().parameters())  # 11,689,512
+    assert S.build(None, [("data.dataset", "cifar10")]).model.family == "cifar"
+    named = S.build(None, [("data.dataset", "imagenet"), ("model.family", "digits")], ["model.depth=8"])
+    assert named.model.family == "digits"

@@ -19,12 +19,13 @@ from . import distributed
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
-from .errors import UserError
+from .errors import PipeClosed, UserError
 from .model import build_model, count_params
 from .rundir import CHECKPOINT, TENSORBOARD, RunDir
 from .signals import StopFlag
 from .spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
 
+PIPE_CLOSED = "stopped: output pipe closed"  # summary status of a run whose stdout reader left (`| head -1`)
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)
 
 
@@ -192,6 +193,13 @@ class Trainer:
         try:
             while self.p.iteration < self.total and self.status == "running":
                 self._epoch()
+        except PipeClosed:
+            # `resnet train | head -1`: the reader left after an epoch record, which is emitted
+            # after that epoch's checkpoint. Say so in summary.json, or the run looks like one
+            # still training; it resumes from that checkpoint like an interrupted one.
+            self.status = PIPE_CLOSED
+            self._finish()
+            raise
         finally:
             self.stop.restore()
         if self.status == "running":

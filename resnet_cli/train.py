@@ -158,11 +158,14 @@ class Trainer:
         if changed and not allow_spec_change:
             raise UserError(f"the spec differs from the run's in {', '.join(changed)}; "
                             "pass --force-resume to go on anyway, or start a new run")
+        where = str(self.run_dir.file(CHECKPOINT)) if self.run_dir is not None else "checkpoint"
+        ckpt.load_weights(self.model, state["model"], where,
+                          "the run trained another net: resume without the model.* changes, or start a new --out")
         try:
-            self.model.load_state_dict(state["model"], strict=True)
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
-            raise UserError(f"checkpoint does not fit this model: {str(exc).splitlines()[0][:200]}") from None
+            raise UserError(f"{where}: optimizer state does not fit this net: {str(exc).splitlines()[-1][:160]}; "
+                            "start a new --out") from None
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.p = Progress(**state["progress"])

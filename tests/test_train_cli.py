@@ -173,3 +173,16 @@ def test_click_usage_errors_are_one_line_with_exit_2(args, needle):
 def test_resnet_alone_still_prints_the_help():
     r = invoke()
     assert "Commands:" in r.stdout + r.stderr and "train" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("change,needle", [
+    (["--set", "model.widths=[8]"], "'stem.0.weight' is [4, 1, 3, 3] in the checkpoint, [8, 1, 3, 3] in this net"),
+    (["--depth", "10"], "this net's 'units.3.branch.1.weight' (and 11 more) missing from the checkpoint"),
+])
+def test_a_checkpoint_of_another_net_names_the_first_difference(in_tmp, change, needle):
+    assert invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", 1, "--out", "run").exit_code == 0
+    r = invoke("train", "--resume", "run", *change, "--force-resume")
+    assert r.exit_code == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("resnet: error: run/checkpoint.pt: weights do not fit this net: ") and needle in line, line
+    assert "start a new --out" in line

@@ -162,3 +162,13 @@ def test_workers_end_when_their_ablate_is_sigkilled(tmp_path):
     while any(map(_alive, workers)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in workers if _alive(pid)], "a worker outlived its parent"
+
+
+def test_a_results_directory_of_another_spec_gives_one_line_per_run(in_tmp):
+    rows = "  - label: first\n  - label: second\n    overrides: {model.shortcut.kind: none}\n"
+    assert invoke("ablate", study(in_tmp, rows), "--out", "res", "--jobs", 1, "--json").exit_code == 0
+    r = invoke("ablate", study(in_tmp, rows, **{"widths: [4]": "widths: [6]"}), "--out", "res", "--jobs", 1, "--json")
+    assert r.exit_code == 2
+    said = [ln for ln in r.stderr.splitlines() if "another spec" in ln]
+    assert len(said) == 2 and "01-first-s0" in said[0] and "02-second-s0" in said[1], r.stderr
+    assert not any("test error" in ln for ln in said)  # the old spec's result is not this run's

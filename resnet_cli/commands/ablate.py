@@ -130,7 +130,7 @@ class _Progress:
             if outcome.status == "error":
                 self.failed[run.key] = outcome.message
             if self.live is None:
-                rec = self.report.load_run(run.path)
+                rec = self.report.load_run(run.path) if outcome.status != "error" else None  # not another spec's
                 err = f", test error {rec.test_error:.2f}%" if rec and rec.test_error is not None else ""
                 extra = f": {outcome.message}" if outcome.status == "error" else ""
                 self.console.print(escape(f"[{self.finished}/{len(self.plan.runs)}] {run.path.name}: "
@@ -176,8 +176,9 @@ def _sweep(plan, jobs: int, fmt, figure_path: str | None) -> None:
     if any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
         path = report.figure(table, Path(figure_path) if figure_path else plan.results / f"{plan.name}.png")
         console.print(f"figure: {path}")
-    for key, message in progress.failed.items():
-        console.print(f"[red]run {key} failed[/]: {escape(message)}")
+    if progress.live is not None:  # its table has gone; without it, each run's line has said so already
+        for key, message in progress.failed.items():
+            console.print(f"[red]run {key} failed[/]: {escape(message)}")
     if result.signum is not None:
         console.print(f"interrupted; rerun the same command to resume ({plan.results})")
         raise typer.Exit(errors.INTERRUPTED_TERM if result.signum == signal.SIGTERM else errors.INTERRUPTED_INT)

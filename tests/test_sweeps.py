@@ -172,3 +172,10 @@ def test_a_results_directory_of_another_spec_gives_one_line_per_run(in_tmp):
     said = [ln for ln in r.stderr.splitlines() if "another spec" in ln]
     assert len(said) == 2 and "01-first-s0" in said[0] and "02-second-s0" in said[1], r.stderr
     assert not any("test error" in ln for ln in said)  # the old spec's result is not this run's
+
+
+@pytest.mark.parametrize("seeds,expected", [("3", [3]), ("2..4", [2, 3, 4]), ("4,1", [4, 1])])
+def test_ablate_seeds_take_the_one_seed_syntax(in_tmp, seeds, expected):
+    r = invoke("ablate", study(in_tmp, "  - label: identity\n"), "--out", "res", "--seeds", seeds, "--list")
+    assert r.exit_code == 0, r.stderr
+    assert [int(line.split("--only 1:")[1].split()[0]) for line in r.stdout.splitlines()] == expected

@@ -7,24 +7,12 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import command
+from ..seeds import HELP as SEEDS_HELP
+from ..seeds import parse as parse_seeds
 from . import common
 
 
 Figure = Annotated[Optional[str], typer.Option("--figure", help="Bar chart PNG (default RESULTS/STUDY.png).")]
-
-
-def _seeds(text: str | None) -> list[int] | None:
-    from ..errors import UserError
-
-    if text is None:
-        return None
-    try:
-        seeds = [int(s) for s in text.replace(" ", "").split(",") if s]
-    except ValueError:
-        raise UserError(f"--seeds {text}: expected comma-separated integers, e.g. --seeds 0,1,2") from None
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {text}: expected distinct non-negative integers, e.g. --seeds 0,1,2")
-    return seeds
 
 
 @command()
@@ -37,7 +25,7 @@ def ablate(
                                                              "one run directory per (row, seed) inside.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once (0: one per GPU, else one per CPU "
                                                                   "core, threads split).")] = 0,
-    seeds: Annotated[Optional[str], typer.Option("--seeds", help="Override the seeds, e.g. 0,1,2.")] = None,
+    seeds: Annotated[Optional[str], typer.Option("--seeds", help=f"Override the study's seeds. {SEEDS_HELP}")] = None,
     list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU "
                                                        "parallel) and exit.")] = False,
     only: Annotated[Optional[str], typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
@@ -55,7 +43,7 @@ def ablate(
 
     # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
-    plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=_seeds(seeds))
+    plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
     if list_:
         from ..errors import PipeClosed
         from ..experiments.sweep import list_commands

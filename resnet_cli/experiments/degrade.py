@@ -70,24 +70,6 @@ def _section(raw: Any, source: str) -> Section:
         raise UserError(f"{source}: {path}: {e['msg']} (got {e.get('input')!r})") from None
 
 
-def parse_seeds(text: str) -> list[int]:
-    """'10' -> 0..9 (a count); '0,3,7' -> a list; '5..9' -> 5..9 inclusive; '7,' -> [7]."""
-    text = text.strip()
-    try:
-        if ".." in text:
-            lo, hi = (int(p) for p in text.split(".."))
-            seeds = list(range(lo, hi + 1))
-        elif "," in text:
-            seeds = [int(p) for p in text.split(",") if p.strip()]
-        else:
-            seeds = list(range(int(text)))
-    except ValueError:
-        raise UserError(f"--seeds {text}: expected a count (10), a list (0,3,7) or a range (5..9)") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {text}: need at least one seed, none negative, no repeats")
-    return seeds
-
-
 def parse_depths(items: list[str]) -> list[int]:
     """'8,26' or repeated --depths 8 --depths 26."""
     out: list[int] = []

@@ -17,7 +17,8 @@ Figure = Annotated[Optional[str], typer.Option("--figure", help="Bar chart PNG (
 
 @command()
 def ablate(
-    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, activation-modern, projection, depth, zero-init) "
+    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, activation-modern, projection, depth, zero-init, "
+                                              "transformer-ln, transformer-shortcut) "
                                               "or a study YAML file.")],
     preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
                                                          "(minutes); or a preset the study defines.")] = "paper",

@@ -301,6 +301,8 @@ def validate(tree: Any, source: str = "spec") -> Spec:
         tree = {}
     if not isinstance(tree, dict):
         raise UserError(f"{source}: a spec is a mapping of sections (model, data, optim, train, run), got {type(tree).__name__}")
+    tree = copy.deepcopy(tree)
+    _family_from_dataset(tree)
     try:
         return Spec.model_validate(tree)
     except ValidationError as err:
@@ -327,7 +329,6 @@ def build(spec_file: str | None = None, overrides: list[tuple[str, Any]] = (), s
         set_dotted(tree, key, value)
     for item in sets:
         set_dotted(tree, *parse_set(item))
-    _family_from_dataset(tree)
     return resolve(validate(tree, source))
 
 

@@ -119,3 +119,32 @@ def _fsync_dir(directory: Path) -> None:
 
 def _suppress():
     return contextlib.suppress(OSError)
+
+
+def load_weights(model: torch.nn.Module, weights: dict[str, Any], where: str, fix: str) -> None:
+    """`model.load_state_dict(weights, strict=True)`, with a refusal in one line that names the
+    first difference (torch's message starts "Error(s) in loading state_dict for ResNet:" and puts
+    every key on later lines) and what to do about it."""
+    mine = model.state_dict()
+    missing = [k for k in mine if k not in weights]
+    unexpected = [k for k in weights if k not in mine]
+    shapes = [k for k in mine if k in weights and hasattr(weights[k], "shape") and weights[k].shape != mine[k].shape]
+    if not (missing or unexpected or shapes):
+        try:
+            model.load_state_dict(weights, strict=True)
+            return
+        except (RuntimeError, ValueError) as exc:
+            raise UserError(f"{where}: weights do not fit this net: {str(exc).splitlines()[-1].strip()[:160]}; {fix}") from None
+
+    def more(keys: list[str]) -> str:
+        return f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+
+    parts = []
+    if shapes:
+        k = shapes[0]
+        parts.append(f"'{k}' is {list(weights[k].shape)} in the checkpoint, {list(mine[k].shape)} in this net{more(shapes)}")
+    if missing:
+        parts.append(f"this net's '{missing[0]}'{more(missing)} missing from the checkpoint")
+    if unexpected:
+        parts.append(f"the checkpoint's '{unexpected[0]}'{more(unexpected)} not in this net")
+    raise UserError(f"{where}: weights do not fit this net: {'; '.join(parts)}; {fix}")

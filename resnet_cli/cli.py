@@ -10,6 +10,7 @@ import sys
 from typing import Any, Callable
 
 import typer
+from typer._click.exceptions import UsageError as _ClickUsageError  # the Click that typer vendors
 
 from . import errors, testhook
 from .errors import PipeClosed, UserError
@@ -24,8 +25,40 @@ app = typer.Typer(
 )
 
 
+def _one_line_usage_error(self, file=None) -> None:
+    """Click's usage errors (an out-of-range or unknown flag) in our one-line form, exit code 2
+    kept: `resnet: error: train: Invalid value for '--threads': ...`, where Click prints the usage,
+    a hint and the error on four lines. `resnet` alone still prints the help (its own class)."""
+    names, ctx = [], self.ctx
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    where = f"{' '.join(names)}: " if names else ""
+    print(f"resnet: error: {where}{self.format_message()} (see resnet {' '.join([*names, '--help'])})",
+          file=file or sys.stderr)
+
+
+# Typer's vendored Click has no setting for this; its UsageError.show is the one place all usage
+# errors are rendered (BadParameter, NoSuchOption, MissingParameter are subclasses).
+_ClickUsageError.show = _one_line_usage_error
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("resnet-cli")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            from . import __version__ as v
+        print(f"resnet {v}")
+        raise typer.Exit(errors.OK)
+
+
 @app.callback()
-def root() -> None:
+def root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_version, help="Print the version and exit."),
+) -> None:
     """Keeps subcommands stable however many are registered (with one command registered, Typer would collapse the group into it)."""
 
 

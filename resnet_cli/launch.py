@@ -28,6 +28,11 @@ def precheck(spec, nproc: int, resume_dir: Path | None) -> None:
 
     if resume_dir is None and spec.run.out is None:
         raise UserError("--nproc needs --out RUN_DIR, so every rank (and a restart) finds the same run")
+    batch = spec.optim.batch_size
+    if batch % nproc:
+        fits = [n for n in range(1, min(batch, 64) + 1) if batch % n == 0]
+        raise UserError(f"optim.batch_size {batch} does not divide evenly over --nproc {nproc}; "
+                        f"valid --nproc for this batch: {', '.join(map(str, fits))}")
     runtime.plan(spec.run, spec.train, local_rank=nproc - 1, torchrun=True, probe_gpu=False)
 
 
@@ -65,6 +70,10 @@ def launch_torchrun(nproc: int) -> int:
     output.info("launching: torchrun " + " ".join(args))
     # The agent's own log lines (rendezvous banners, "failed (exitcode: 2)") are not for users.
     logging.getLogger("torch.distributed").setLevel(logging.CRITICAL)
+    # torchrun sets OMP_NUM_THREADS=1 for each child when it is unset, and prints a banner saying
+    # so; set the same value ourselves, so children match and the banner stays away. run.threads
+    # still sets torch's thread count in each child (runtime.py).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory(prefix="resnet-launch-") as error_dir:
         os.environ[ERROR_DIR_ENV] = error_dir
         try:

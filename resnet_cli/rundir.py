@@ -34,11 +34,23 @@ TENSORBOARD = "tensorboard"
 
 
 def default_path(spec: Spec) -> Path:
-    """runs/<time>-<family><depth>-<unit>-<shortcut>-<dataset>-s<seed>: sortable and readable."""
+    """runs/<time>-<family><depth>-<unit>-<shortcut>-<dataset>-s<seed>: sortable and readable.
+
+    The directory is made here, atomically (os.mkdir fails if it exists), so two runs started in
+    the same second (a shell loop, `&`) get `...-s0` and `...-s0-2` instead of one losing the lock."""
     m = spec.model
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     short = "plain" if m.shortcut.kind == "none" else m.shortcut.kind
-    return Path("runs") / f"{stamp}-{m.family}{m.depth}-{m.unit}-{short}-{spec.data.dataset}-s{spec.run.seed}"
+    base = Path("runs") / f"{stamp}-{m.family}{m.depth}-{m.unit}-{short}-{spec.data.dataset}-s{spec.run.seed}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise UserError(f"{base}: a thousand runs of this name this second; pick one with --out")
 
 
 def git_commit() -> str | None:

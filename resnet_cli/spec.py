@@ -12,6 +12,7 @@ what a run directory records, so a run can always be repeated from its own `spec
 from __future__ import annotations
 
 import copy
+import difflib
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -276,9 +277,8 @@ def _one_line(err: ValidationError, source: str) -> str:
     path = ".".join(str(p) for p in e["loc"])
     if e["type"] == "extra_forbidden":
         section = _section_for(e["loc"][:-1])
-        valid = ", ".join(section.model_fields) if section else ""
         where = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
-        return f"{source}: unknown key '{path}'; valid keys in {where}: {valid}"
+        return unknown_key(source, path, list(section.model_fields) if section else [], where)
     msg = e["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
@@ -287,6 +287,15 @@ def _one_line(err: ValidationError, source: str) -> str:
     shown = f" (got {got!r})" if not isinstance(got, dict) else ""
     more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
     return f"{source}: {path or 'spec'}: {msg}{shown}{more}"
+
+
+def unknown_key(source: str, path: str, valid: list[str], where: str) -> str:
+    """The one message for a misspelt key (spec, study or degrade section): the nearest valid key
+    first, as git and pip suggest a mistyped command, then all of them."""
+    parent, _, key = path.rpartition(".")
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f"did you mean '{f'{parent}.' if parent else ''}{close[0]}'? " if close else ""
+    return f"{source}: unknown key '{path}'; {hint}valid keys in {where}: {', '.join(valid)}"
 
 
 def _section_for(loc: tuple) -> type[BaseModel] | None:
@@ -304,6 +313,8 @@ def validate(tree: Any, source: str = "spec") -> Spec:
         tree = {}
     if not isinstance(tree, dict):
         raise UserError(f"{source}: a spec is a mapping of sections (model, data, optim, train, run), got {type(tree).__name__}")
+    tree = copy.deepcopy(tree)
+    _family_from_dataset(tree)
     try:
         return Spec.model_validate(tree)
     except ValidationError as err:
@@ -331,6 +342,16 @@ def build(spec_file: str | None = None, overrides: list[tuple[str, Any]] = (), s
     for item in sets:
         set_dotted(tree, *parse_set(item))
     return resolve(validate(tree, source))
+
+
+def _family_from_dataset(tree: dict) -> None:
+    """ImageNet data means the ImageNet net (He 2016a sec. 4.2: 224-px input, four stages,
+    depths 18..200) unless the spec names a family: `--dataset imagenet` picks it, as `--dataset
+    cifar10` gets the default CIFAR net. Every other dataset keeps the default family."""
+    data, model = tree.get("data"), tree.get("model")
+    if isinstance(data, dict) and data.get("dataset") == "imagenet" and not (isinstance(model, dict) and "family" in model):
+        if model is None or isinstance(model, dict):
+            tree.setdefault("model", {})["family"] = "imagenet"
 
 
 def merge(base: dict, over: dict) -> dict:

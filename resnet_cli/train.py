@@ -19,12 +19,13 @@ from . import distributed, gates, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
-from .errors import UserError
+from .errors import PipeClosed, UserError
 from .model import build_model, count_params
 from .rundir import CHECKPOINT, TENSORBOARD, RunDir
 from .signals import StopFlag
 from .spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
 
+PIPE_CLOSED = "stopped: output pipe closed"  # summary status of a run whose stdout reader left (`| head -1`)
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)
 
 
@@ -164,11 +165,14 @@ class Trainer:
         if changed and not allow_spec_change:
             raise UserError(f"the spec differs from the run's in {', '.join(changed)}; "
                             "pass --force-resume to go on anyway, or start a new run")
+        where = str(self.run_dir.file(CHECKPOINT)) if self.run_dir is not None else "checkpoint"
+        ckpt.load_weights(self.model, state["model"], where,
+                          "the run trained another net: resume without the model.* changes, or start a new --out")
         try:
-            self.model.load_state_dict(state["model"], strict=True)
             self.optimizer.load_state_dict(state["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
-            raise UserError(f"checkpoint does not fit this model: {str(exc).splitlines()[0][:200]}") from None
+            raise UserError(f"{where}: optimizer state does not fit this net: {str(exc).splitlines()[-1][:160]}; "
+                            "start a new --out") from None
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.p = Progress(**state["progress"])
@@ -202,6 +206,13 @@ class Trainer:
         try:
             while self.p.iteration < self.total and self.status == "running":
                 self._epoch()
+        except PipeClosed:
+            # `resnet train | head -1`: the reader left after an epoch record, which is emitted
+            # after that epoch's checkpoint. Say so in summary.json, or the run looks like one
+            # still training; it resumes from that checkpoint like an interrupted one.
+            self.status = PIPE_CLOSED
+            self._finish()
+            raise
         finally:
             self.stop.restore()
         if self.status == "running":

@@ -158,7 +158,7 @@ def test_preset_sits_under_rows_and_row_presets_on_top(in_tmp):
 @pytest.mark.parametrize("text, expected", [
     (TINY + "colour: red\n", "unknown key 'colour'; valid keys in a study: title"),
     (TINY.replace("  - label: plain", "  - lable: plain"), "rows.1.label: Field required"),
-    (TINY.replace("paper: 1.5", "paper: 1.5\n    overide: {}"), "unknown key 'rows.0.overide'; valid keys in a row"),
+    (TINY.replace("paper: 1.5", "paper: 1.5\n    overide: {}"), "unknown key 'rows.0.overide'; did you mean 'rows.0.overrides'? valid keys in a row"),
     (TINY + "presets:\n  quick: {seeds: [0], overrides: {}, speed: 2}\n", "unknown key 'presets.quick.speed'"),
     (TINY.replace("overrides: {model.shortcut.kind: none}", "overrides: {model.shortcut.kind: bogus}"),
      "row 2 'plain': model.shortcut.kind"),

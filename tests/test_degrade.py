@@ -16,7 +16,7 @@ from resnet_cli.experiments import degrade as D
 from resnet_cli.model import build_model, count_params
 
 RUN_KEYS = {"net", "depth", "seed", "train_loss", "train_acc", "test_acc", "grad_norm_first_layer"}
-TINY = ["--depths", "4,6", "--seeds", "2", "--epochs", "1", "--set", "data.train_subset=256"]
+TINY = ["--depths", "4,6", "--seeds", "0..1", "--epochs", "1", "--set", "data.train_subset=256"]
 
 
 def lines(text: str) -> list[dict]:
@@ -70,13 +70,15 @@ def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
 
 
 def test_parse_seeds_and_depths():
-    assert D.parse_seeds("3") == [0, 1, 2]
-    assert D.parse_seeds("0,4,7") == [0, 4, 7]
-    assert D.parse_seeds("5..7") == [5, 6, 7]
-    assert D.parse_seeds("7,") == [7]
-    for bad in ("0", "1,1", "-1,2", "x"):
+    from resnet_cli.seeds import parse
+
+    assert parse("3") == [3]  # one syntax in every command: a lone number is that seed, not a count
+    assert parse("0,4,7") == [0, 4, 7]
+    assert parse("5..7") == [5, 6, 7]
+    assert parse("7,") == [7]
+    for bad in ("1,1", "-1,2", "x", "3..1", ""):
         with pytest.raises(UserError):
-            D.parse_seeds(bad)
+            parse(bad)
     assert D.parse_depths(["8,26"]) == [8, 26] and D.parse_depths(["8", "26"]) == [8, 26]
 
 
@@ -163,7 +165,7 @@ def test_he2016a_comparisons_between_the_shallowest_and_deepest_depth():
 def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
     from resnet_cli.experiments.trained import load_run
 
-    res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "1", "--out", "d", "--json"])
+    res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "0", "--out", "d", "--json"])
     assert res.exit_code == 0, res.output
     runs = {(r["net"], r["depth"]): r for r in lines(res.stdout) if r["event"] == "run"}
     records = [json.loads(line) for line in (in_tmp / "d" / D.RUNS_FILE).read_text().splitlines()]
@@ -192,21 +194,21 @@ def test_a_run_another_process_is_training_stops_the_grid_in_one_line(in_tmp):
     held = RunDir(in_tmp / "d" / "runs" / "plain-4-seed0")
     held.lock()  # as a second `resnet degrade --out d` training this run would hold it
     try:
-        res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "1", "--depths", "4", "--out", "d", "--json"])
+        res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "0", "--depths", "4", "--out", "d", "--json"])
         assert res.exit_code == errors.LOCKED
         err = [ln for ln in res.stderr.splitlines() if "error" in ln]
         assert len(err) == 1 and "in use by another resnet process" in err[0] and "Traceback" not in res.output
         assert not (in_tmp / "d" / "runs" / "plain-4-seed0" / "spec.yaml").exists()  # nothing written under the lock
     finally:
         held.unlock()
-    again = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "1", "--depths", "4", "--out", "d", "--json"])
+    again = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "0", "--depths", "4", "--out", "d", "--json"])
     assert again.exit_code == 0, again.output
 
 
 def test_a_field_added_since_a_run_leaves_it_reusable(in_tmp):
     import yaml
 
-    args = ["degrade", *TINY, "--seeds", "1", "--out", "d", "--json"]
+    args = ["degrade", *TINY, "--seeds", "0", "--out", "d", "--json"]
     assert CliRunner().invoke(app, args).exit_code == 0
     # The run as an older version wrote it: its spec.yaml lacks a field that has a default now,
     # and its recorded key was hashed over that older schema.

@@ -107,10 +107,12 @@ def test_pickle_of_foreign_objects_is_not_ours_and_not_unpickled(in_tmp):
 def test_nproc_child_bad_input_is_reported_once_with_exit_2(tmp_path):
     p = subprocess.run([sys.executable, "-m", "resnet_cli", "train", *NO_CIFAR, "--nproc", "2",
                         "--device", "cpu", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run")],
-                       capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={k: v for k, v in ENV.items() if k != "OMP_NUM_THREADS"})  # as a user's shell has it
     assert p.returncode == 2, p.stderr
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("resnet: error:")]
     assert len(errors) == 1 and "CIFAR-10 not found" in errors[0], p.stderr
+    assert "OMP_NUM_THREADS" not in p.stderr, p.stderr  # torchrun's banner: we set it for the children
     assert "Traceback" not in p.stderr and "ChildFailedError" not in p.stderr, p.stderr
     assert not (tmp_path / "run").exists()
 
@@ -122,6 +124,10 @@ def test_nproc_checks_what_it_can_before_starting_processes(in_tmp):
     r = invoke("train", *TINY, "--nproc", "2", "--device", "cuda:1", "--out", "run")
     assert r.exit_code == 2
     one_line(r, "cuda" if torch.cuda.is_available() else "no CUDA device")
+    r = invoke("train", *TINY, "--nproc", "3", "--batch-size", "64", "--out", "run")
+    assert r.exit_code == 2
+    assert "valid --nproc for this batch: 1, 2, 4, 8" in one_line(r, "optim.batch_size 64")
+    assert not (in_tmp / "run").exists()
 
 
 def test_a_sweep_shows_a_runs_error_line_whole(tmp_path, monkeypatch):

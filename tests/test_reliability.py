@@ -308,3 +308,12 @@ def test_closed_pipe_is_quiet(tmp_path):
     assert json.loads(p.stdout)["event"] == "epoch"
     assert "Traceback" not in p.stderr and "rc=141" in p.stderr, p.stderr
     assert (tmp_path / "run" / "checkpoint.pt").exists()  # the work done is kept
+    # ...and the run says why it stopped (not a run still training), unlocked and resumable
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "stopped: output pipe closed" and summary["epochs"] == 2, summary
+    assert not (tmp_path / "run" / ".lock").exists()
+    again = subprocess.run([sys.executable, "-m", "resnet_cli", "train", "--resume", str(tmp_path / "run"), "--json"],
+                           capture_output=True, text=True, env=ENV, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1])["status"] == "completed"
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["epochs"] == 3

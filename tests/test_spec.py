@@ -114,3 +114,30 @@ def test_resolved_spec_round_trips(tmp_path):
     p.write_text(S.to_yaml(s))
     assert S.build(str(p)) == s
     assert S.diff(s, S.build(str(p), sets=["optim.lr=0.05"])) == ["optim.lr"]
+
+
+@pytest.mark.parametrize("text,suggested", [
+    ("model:\n  dept: 20\n", "did you mean 'model.depth'?"),
+    ("modle:\n  depth: 20\n", "did you mean 'model'?"),
+    ("optim:\n  weight_decy: 0.1\n", "did you mean 'optim.weight_decay'?"),
+])
+def test_a_misspelt_key_gets_the_nearest_valid_one(tmp_path, text, suggested):
+    assert suggested in one_line_error(build_from_text, tmp_path, text)
+
+
+def test_a_key_like_none_gets_no_suggestion(tmp_path):
+    assert "did you mean" not in one_line_error(build_from_text, tmp_path, "model:\n  zzzzqqq: 1\n")
+
+
+def test_dataset_imagenet_selects_the_imagenet_net_unless_a_family_is_named():
+    import torchvision
+
+    from resnet_cli.model import build_model, count_params
+
+    spec = S.build(None, [("data.dataset", "imagenet"), ("model.depth", 18)])
+    assert spec.model.family == "imagenet"
+    ours = count_params(build_model(spec.model, 3, 1000))
+    assert ours == sum(p.numel() for p in torchvision.models.resnet18().parameters())  # 11,689,512
+    assert S.build(None, [("data.dataset", "cifar10")]).model.family == "cifar"
+    named = S.build(None, [("data.dataset", "imagenet"), ("model.family", "digits")], ["model.depth=8"])
+    assert named.model.family == "digits"

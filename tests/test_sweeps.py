@@ -116,3 +116,67 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
         pytest.xfail("known bug: an in-process sweep exits 130 (SIGINT) on SIGTERM: the trainer's StopFlag "
                      "takes the signal and the sweep falls back to SIGINT (experiments/sweep.py _in_process)")
     assert proc.returncode == 143
+
+
+def _children(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_end_when_their_ablate_is_sigkilled(tmp_path):
+    """SIGKILL leaves the parent no chance to stop its workers: each must notice alone and end
+    within seconds, not stay behind reparented to init with its memory."""
+    rows = "  - label: first\n  - label: second\n    overrides: {model.shortcut.kind: none}\n"
+    path = study(tmp_path, rows, **{"epochs: 1": "epochs: 3"})
+    marker = tmp_path / "paused"
+    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", "ablate", str(path), "--out", "res", "--jobs", "2",
+                             "--json"], cwd=tmp_path, env={**ENV, "RESNET_TEST_PAUSE": f"3:{marker}"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    workers = _children(proc.pid)
+    assert int(marker.read_text()) in workers  # a paused run is in a worker, not the parent
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    marker.unlink()
+    deadline = time.monotonic() + 10
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if _alive(pid)], "a worker outlived its parent"
+
+
+def test_a_results_directory_of_another_spec_gives_one_line_per_run(in_tmp):
+    rows = "  - label: first\n  - label: second\n    overrides: {model.shortcut.kind: none}\n"
+    assert invoke("ablate", study(in_tmp, rows), "--out", "res", "--jobs", 1, "--json").exit_code == 0
+    r = invoke("ablate", study(in_tmp, rows, **{"widths: [4]": "widths: [6]"}), "--out", "res", "--jobs", 1, "--json")
+    assert r.exit_code == 2
+    said = [ln for ln in r.stderr.splitlines() if "another spec" in ln]
+    assert len(said) == 2 and "01-first-s0" in said[0] and "02-second-s0" in said[1], r.stderr
+    assert not any("test error" in ln for ln in said)  # the old spec's result is not this run's
+
+
+@pytest.mark.parametrize("seeds,expected", [("3", [3]), ("2..4", [2, 3, 4]), ("4,1", [4, 1])])
+def test_ablate_seeds_take_the_one_seed_syntax(in_tmp, seeds, expected):
+    r = invoke("ablate", study(in_tmp, "  - label: identity\n"), "--out", "res", "--seeds", seeds, "--list")
+    assert r.exit_code == 0, r.stderr
+    assert [int(line.split("--only 1:")[1].split()[0]) for line in r.stdout.splitlines()] == expected

@@ -161,3 +161,81 @@ def test_readme_pipeline_keeps_every_epoch_record_with_stderr_on_a_terminal(in_t
     assert [r["event"] for r in records] == ["epoch", "epoch", "epoch", "summary"]
     assert [r["epoch"] for r in records[:3]] == [1, 2, 3]
     assert b"epoch   1" in screen  # the progress lines went to the terminal
+
+
+def test_default_run_names_made_in_the_same_second_differ(in_tmp, monkeypatch):
+    import datetime as dt
+
+    from resnet_cli import rundir
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(rundir.dt, "datetime", Frozen)
+    spec = S.build("digits/residual8")
+    a, b = rundir.default_path(spec), rundir.default_path(spec)
+    assert a != b and a.is_dir() and b.is_dir()
+    assert a.name.startswith("20260102-030405-") and b.name == a.name + "-2"
+
+
+def test_two_trains_started_together_without_out_both_finish(in_tmp):
+    import subprocess
+    import sys
+
+    from processes import ENV
+
+    argv = [sys.executable, "-m", "resnet_cli", "train", *TINY, "--json"]
+    procs = [subprocess.Popen(argv, cwd=in_tmp, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    dirs = {json_lines(out)[-1]["run_dir"] for out, _ in outs}
+    assert len(dirs) == 2 and all((in_tmp / d / "summary.json").is_file() for d in dirs)
+
+
+def test_resume_of_a_missing_run_is_one_line_and_loads_no_data(in_tmp):
+    r = invoke("train", "--resume", "runs/nothere")
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "no such run directory" in r.stderr
+    assert not (in_tmp / "data").exists() and not (in_tmp / "runs").exists()
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    r = invoke("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"resnet {version('resnet-cli')}"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["train", "--threads", "-1"], "train: Invalid value for '--threads'"),
+    (["train", "--nproc", "x"], "train: Invalid value for '--nproc'"),
+    (["train", "--bogus"], "train: No such option: --bogus"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'"),
+])
+def test_click_usage_errors_are_one_line_with_exit_2(args, needle):
+    r = invoke(*args)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("resnet: error: ") and needle in lines[0], r.stderr
+    assert r.stdout == ""
+
+
+def test_resnet_alone_still_prints_the_help():
+    r = invoke()
+    assert "Commands:" in r.stdout + r.stderr and "train" in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("change,needle", [
+    (["--set", "model.widths=[8]"], "'stem.0.weight' is [4, 1, 3, 3] in the checkpoint, [8, 1, 3, 3] in this net"),
+    (["--depth", "10"], "this net's 'units.3.branch.1.weight' (and 11 more) missing from the checkpoint"),
+])
+def test_a_checkpoint_of_another_net_names_the_first_difference(in_tmp, change, needle):
+    assert invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", 1, "--out", "run").exit_code == 0
+    r = invoke("train", "--resume", "run", *change, "--force-resume")
+    assert r.exit_code == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("resnet: error: run/checkpoint.pt: weights do not fit this net: ") and needle in line, line
+    assert "start a new --out" in line

@@ -7,29 +7,18 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import command
+from ..seeds import HELP as SEEDS_HELP
+from ..seeds import parse as parse_seeds
 from . import common
 
 
 Figure = Annotated[Optional[str], typer.Option("--figure", help="Bar chart PNG (default RESULTS/STUDY.png).")]
 
 
-def _seeds(text: str | None) -> list[int] | None:
-    from ..errors import UserError
-
-    if text is None:
-        return None
-    try:
-        seeds = [int(s) for s in text.replace(" ", "").split(",") if s]
-    except ValueError:
-        raise UserError(f"--seeds {text}: expected comma-separated integers, e.g. --seeds 0,1,2") from None
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {text}: expected distinct non-negative integers, e.g. --seeds 0,1,2")
-    return seeds
-
-
 @command()
 def ablate(
-    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, activation-modern, projection, depth, zero-init) "
+    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, activation-modern, projection, depth, zero-init, "
+                                              "transformer-ln, transformer-shortcut) "
                                               "or a study YAML file.")],
     preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
                                                          "(minutes); or a preset the study defines.")] = "paper",
@@ -37,7 +26,7 @@ def ablate(
                                                              "one run directory per (row, seed) inside.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once (0: one per GPU, else one per CPU "
                                                                   "core, threads split).")] = 0,
-    seeds: Annotated[Optional[str], typer.Option("--seeds", help="Override the seeds, e.g. 0,1,2.")] = None,
+    seeds: Annotated[Optional[str], typer.Option("--seeds", help=f"Override the study's seeds. {SEEDS_HELP}")] = None,
     list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU "
                                                        "parallel) and exit.")] = False,
     only: Annotated[Optional[str], typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
@@ -60,7 +49,7 @@ def ablate(
 
     # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
-    plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=_seeds(seeds))
+    plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
     if budgets is not None:
         from ..experiments import budgets as budgets_mod
 
@@ -145,7 +134,7 @@ class _Progress:
             if outcome.status == "error":
                 self.failed[run.key] = outcome.message
             if self.live is None:
-                rec = self.report.load_run(run.path)
+                rec = self.report.load_run(run.path) if outcome.status != "error" else None  # not another spec's
                 err = f", test error {rec.test_error:.2f}%" if rec and rec.test_error is not None else ""
                 extra = f": {outcome.message}" if outcome.status == "error" else ""
                 self.console.print(escape(f"[{self.finished}/{len(self.plan.runs)}] {run.path.name}: "
@@ -195,8 +184,9 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
     if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
         path = report.figure(table, figure_path)
         console.print(f"figure: {path}")
-    for key, message in progress.failed.items():
-        console.print(f"[red]run {key} failed[/]: {escape(message)}")
+    if progress.live is not None:  # its table has gone; without it, each run's line has said so already
+        for key, message in progress.failed.items():
+            console.print(f"[red]run {key} failed[/]: {escape(message)}")
     if result.signum is not None:
         console.print(f"interrupted; rerun the same command to resume ({plan.results})")
         raise typer.Exit(errors.INTERRUPTED_TERM if result.signum == signal.SIGTERM else errors.INTERRUPTED_INT)

@@ -9,6 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from ..cli import command
+from ..seeds import HELP as SEEDS_HELP
+from ..seeds import parse as parse_seeds
 from . import common
 
 _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc", "test_acc",
@@ -23,7 +25,7 @@ def degrade(
     depths: Annotated[list[str] | None, typer.Option(
         "--depths", help="Depths to compare: 8,26 (or repeat the flag). Default: the config's.")] = None,
     seeds: Annotated[str | None, typer.Option(
-        "--seeds", help="A count (10: seeds 0..9), a list (0,3,7) or a range (5..9). Default: the config's.")] = None,
+        "--seeds", help=f"Default: the config's. {SEEDS_HELP} (A count is a range now: 0..9 for ten.)")] = None,
     nets: Annotated[str | None, typer.Option("--nets", help="plain,residual (default both).")] = None,
     epochs: Annotated[int | None, typer.Option(
         "--epochs", min=1, help="optim.epochs for every run (lr steps: none if the base has none, else 50%/75%).")] = None,
@@ -60,7 +62,7 @@ def degrade(
             raise UserError(f"--nets {nets}: valid names are {', '.join(deg.NETS)}")
     plan = deg.make_plan(
         spec_file, depths=deg.parse_depths(depths) if depths else None,
-        seeds=deg.parse_seeds(seeds) if seeds is not None else None, nets=net_list,
+        seeds=parse_seeds(seeds) if seeds is not None else None, nets=net_list,
         overrides=_length_overrides(spec_file, epochs, iters) + common.flag_overrides(
             batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads),
         sets=set_ or [])

@@ -49,7 +49,15 @@ def _resume_dir(resume: str, out: str | None) -> Path:
             raise UserError("--resume auto needs --out RUN_DIR (the run to continue)")
         return Path(out)
     path = Path(resume)
-    return path.parent if path.is_file() else path
+    path = path.parent if path.is_file() else path
+    # Checked before the spec is built: with no run there, the default spec would go on to look
+    # for (and download) CIFAR-10 before saying so.
+    if not path.is_dir():
+        raise UserError(f"--resume {resume}: no such run directory; give one that `resnet train` wrote "
+                        "(or --resume auto --out RUN_DIR to start it fresh)")
+    if not (path / "checkpoint.pt").is_file():
+        raise UserError(f"{path}: no checkpoint to resume from")
+    return path
 
 
 @command()

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import spec as spec_mod
 from ..errors import UserError
+from ..spec import unknown_key
 from ..callbacks import Callback
 from ..rundir import make_dir
 from .degrade_runs import RUN_DIRS, open_run_dir, read_runs, spec_key, train_one  # noqa: F401 (re-exported)
@@ -67,26 +68,8 @@ def _section(raw: Any, source: str) -> Section:
         e = err.errors(include_url=False)[0]
         path = ".".join(str(p) for p in ("degrade", *e["loc"]))
         if e["type"] == "extra_forbidden":
-            raise UserError(f"{source}: unknown key '{path}'; valid keys in degrade: depths, seeds, nets") from None
+            raise UserError(unknown_key(source, path, list(Section.model_fields), "degrade")) from None
         raise UserError(f"{source}: {path}: {e['msg']} (got {e.get('input')!r})") from None
-
-
-def parse_seeds(text: str) -> list[int]:
-    """'10' -> 0..9 (a count); '0,3,7' -> a list; '5..9' -> 5..9 inclusive; '7,' -> [7]."""
-    text = text.strip()
-    try:
-        if ".." in text:
-            lo, hi = (int(p) for p in text.split(".."))
-            seeds = list(range(lo, hi + 1))
-        elif "," in text:
-            seeds = [int(p) for p in text.split(",") if p.strip()]
-        else:
-            seeds = list(range(int(text)))
-    except ValueError:
-        raise UserError(f"--seeds {text}: expected a count (10), a list (0,3,7) or a range (5..9)") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise UserError(f"--seeds {text}: need at least one seed, none negative, no repeats")
-    return seeds
 
 
 def parse_depths(items: list[str]) -> list[int]:

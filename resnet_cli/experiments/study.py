@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .. import spec as spec_mod
 from .. import yamlio
 from ..errors import UserError
-from ..spec import Spec
+from ..spec import Spec, unknown_key
 
 PaperFigure = float | Literal["fail"] | None
 # He 2016b Table 1 calls a run "fail" when its test error is above 20% (the caption), whether or not
@@ -236,9 +236,8 @@ def _one_line(err: ValidationError, source: str) -> str:
     where = ".".join(loc)
     if e["type"] == "extra_forbidden":
         section = "rows" if loc[0] == "rows" else "presets" if loc[0] == "presets" else ""
-        valid = ", ".join(_SECTIONS[section].model_fields)
         what = {"": "a study", "rows": "a row", "presets": "a preset"}[section]
-        return f"{source}: unknown key '{where}'; valid keys in {what}: {valid}"
+        return unknown_key(source, where, list(_SECTIONS[section].model_fields), what)
     msg = e["msg"]
     if msg.startswith("Value error, "):
         return f"{source}: {msg[len('Value error, '):]}"

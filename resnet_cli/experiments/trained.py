@@ -112,11 +112,8 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Se
         raise UserError(f"{p / CHECKPOINT}: holds no model weights")
     loaded = data_mod.load(spec.data)
     model = build_model(spec.model, loaded.in_channels, spec.model.num_classes or loaded.num_classes)
-    try:
-        model.load_state_dict(weights, strict=True)
-    except (RuntimeError, ValueError) as exc:
-        raise UserError(f"{p / CHECKPOINT}: weights do not fit the net in {SPEC}: "
-                        f"{str(exc).splitlines()[0][:160]}") from None
+    ckpt.load_weights(model, weights, str(p / CHECKPOINT),
+                      f"{p / SPEC} describes another net (edited?); restore the spec it was trained with")
     model.to(dev).eval()
     runtime_for(dev)  # fp32 without TF32 on CUDA for every analysis of the run (landscape, responses, lesion)
     progress = state.get("progress")

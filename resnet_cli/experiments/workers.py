@@ -17,10 +17,13 @@ the same as one. Between tasks a worker holds a StopFlag, so a signal there is k
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
+import time
 import traceback
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -78,9 +81,10 @@ _SHARE: Share | None = None
 _STOP = StopFlag()
 
 
-def _init_worker(share: Share) -> None:
+def _init_worker(share: Share, parent: int) -> None:
     global _SHARE
     os.setsid()  # out of the terminal's process group: only the parent forwards signals here
+    _die_with(parent)
     os.dup2(2, 1)  # stdout is the parent's JSON stream; anything stray goes to stderr instead
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(share.threads)
     if share.cuda_visible is not None:
@@ -92,14 +96,53 @@ def _init_worker(share: Share) -> None:
     _SHARE = share
 
 
+ORPHAN_GRACE_S = 60.0  # an orphaned worker's run gets this long to save its checkpoint, then the worker ends
+_RUNNING = threading.Event()  # set while a task runs in this worker
+
+
+def _die_with(parent: int) -> None:
+    """A worker never outlives the process that started it (a SIGKILLed or crashed `resnet ablate`
+    left one behind, reparented to init, holding its memory). Linux's PR_SET_PDEATHSIG sends a
+    SIGTERM when the parent dies: a running trainer saves and stops, as on any SIGTERM. Its result
+    has nowhere to go, and an idle worker keeps a SIGTERM rather than dying of it, so a watchdog
+    thread also checks os.getppid(): once orphaned, the worker ends when no task is running, or
+    after ORPHAN_GRACE_S. The check also covers a parent that died before the prctl call, and
+    systems without prctl."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):  # no libc to load: the watchdog alone
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        if _RUNNING.is_set():
+            with contextlib.suppress(OSError):
+                os.kill(os.getpid(), signal.SIGTERM)  # where prctl did not already
+            deadline = time.monotonic() + ORPHAN_GRACE_S
+            while _RUNNING.is_set() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+
+
 def _call(task: Callable[[Any], Any], item: Any) -> Done:
     if _STOP.signum is not None:
         return Done(started=False)
     import torch
 
     torch.set_num_threads(_SHARE.threads)  # a previous run's `run.threads` must not carry over
-    with _pass_on_early_stop():
-        return Done(result=task(item))
+    _RUNNING.set()
+    try:
+        with _pass_on_early_stop():
+            return Done(result=task(item))
+    finally:
+        _RUNNING.clear()
 
 
 @contextmanager
@@ -142,7 +185,7 @@ class _Worker:
     def submit(self, task: Callable[[Any], Any], item: Any) -> None:
         if self.pool is None:
             self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_init_worker, initargs=(self.share,))
+                                            initializer=_init_worker, initargs=(self.share, os.getpid()))
             self.pid = self.pool.submit(os.getpid)  # runs first: the pool keeps submission order
         self.item, self.future = item, self.pool.submit(_call, task, item)
 

@@ -1,0 +1,29 @@
+"""The one syntax for seeds on the command line (`--seeds` of ablate and degrade; docs/spec.md, Seeds):
+
+    3        seed 3 alone
+    0,3,7    those seeds, in that order
+    0..4     a range, both ends included: 0, 1, 2, 3, 4
+"""
+
+from __future__ import annotations
+
+from .errors import UserError
+
+SYNTAX = "a seed (3), a list (0,3,7) or a range (0..4, both ends included)"
+HELP = "Seeds: a seed (3), a list (0,3,7) or a range (0..4); see docs/spec.md, Seeds."
+
+
+def parse(text: str) -> list[int]:
+    """'3' -> [3]; '0,3,7' -> [0, 3, 7]; '5..7' -> [5, 6, 7]; '7,' -> [7]."""
+    compact = text.replace(" ", "")
+    try:
+        if ".." in compact:
+            lo, hi = (int(p) for p in compact.split(".."))
+            seeds = list(range(lo, hi + 1))
+        else:
+            seeds = [int(p) for p in compact.split(",") if p]
+    except ValueError:
+        raise UserError(f"--seeds {text}: expected {SYNTAX}") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise UserError(f"--seeds {text}: need at least one seed, none negative, no repeats; expected {SYNTAX}")
+    return seeds

@@ -140,7 +140,8 @@ def test_sigterm_while_an_ablate_worker_starts_its_run(tmp_path):
     res = subprocess.run([sys.executable, "-m", "resnet_cli", *args], cwd=tmp_path, env=ENV, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert [json.loads(line)["n"] for line in res.stdout.splitlines() if line.strip()] == [1]
+    rows = [rec for line in res.stdout.splitlines() if line.strip() and (rec := json.loads(line))["event"] == "row"]
+    assert [r["n"] for r in rows] == [1]
 
 
 SWALLOWING_IMPORT = r"""

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo lint clean gpu-check
+.PHONY: install test test-quick demo lint clean gpu-check
 
 install: $(STAMP)
 
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+test-quick: $(STAMP)  ## the edit-test loop: everything but the tests marked slow (make test runs all of them)
+	$(BIN)/python -m pytest -m "not slow"
 
 demo: $(STAMP)  ## the seed's degradation experiment on bundled digits, offline, a few minutes on a CPU
 	$(BIN)/resnet degrade

@@ -26,6 +26,7 @@ def json_lines(text):
     return [json.loads(ln) for ln in text.splitlines() if ln.strip()]  # every stdout line must parse
 
 
+@pytest.mark.slow
 def test_bench_json_schema_ours_against_baseline(in_tmp):
     r = invoke("bench", *TINY, "--vary", "train.channels_last=on,off", "--json")
     assert r.exit_code == 0, r.stderr
@@ -53,6 +54,7 @@ def test_data_only_mode_times_both_augmentation_paths(in_tmp):
     assert row["runtime"]["augment"] == "crop_flip"
 
 
+@pytest.mark.slow
 def test_memory_mode_compares_checkpointing_in_separate_processes(in_tmp):
     r = invoke("bench", "--depth", "20", "--preact", "--set", "model.widths=[4,4,8]", "--batch-size", "8",
                "--memory", "--segments", "3", "--json")

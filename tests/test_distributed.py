@@ -81,6 +81,8 @@ import torch.nn.functional as F
 from resnet_cli.train import Trainer
 from resnet_cli.cli import main
 
+pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
+
 calls = [0]
 
 def poisoned(out, y):  # rank 1 alone turns NaN from its 4th step on

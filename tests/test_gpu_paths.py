@@ -14,6 +14,8 @@ from resnet_cli import spec as S
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model
 
+pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
+
 
 def _tiny(segments: int = 0):
     spec = S.build(None, [("data.dataset", "synthetic"), ("model.depth", 8), ("model.widths", [4, 8, 16])])

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -55,6 +56,7 @@ def on_a_terminal(args, cwd):
     return b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_a_table_and_a_pipe_only_json_even_with_force_color(tmp_path):
     shown = on_a_terminal(["train", *TINY, "--out", "tty"], tmp_path)
     assert "test error" in shown.lower() or "test_error" in shown
@@ -96,6 +98,7 @@ def test_configs_lists_every_bundled_file_and_each_spec_builds():
 DROPOUT = [*RUN, "--set", "model.shortcut.kind=dropout"]
 
 
+@pytest.mark.slow
 def test_sigkill_resume_of_a_dropout_shortcut_run_is_bitwise(tmp_path):
     """The dropout shortcut draws from the global RNG: resume must restore it (README, Resume)."""
     ref = resnet("train", *DROPOUT, "--out", "ref", "--json", cwd=tmp_path)
@@ -111,6 +114,7 @@ def test_sigkill_resume_of_a_dropout_shortcut_run_is_bitwise(tmp_path):
     assert a["train_loss"] == b["train_loss"]
 
 
+@pytest.mark.slow
 def test_resume_on_another_thread_count_is_allowed_and_recorded(tmp_path):
     proc, _ = start_paused("train", *RUN, "--out", "run", "--json", "--set", "run.threads=1", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)

@@ -199,6 +199,7 @@ RECIPE_RUN = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", 
               "--set", "data.cutout=4", "--set", "optim.schedule=cosine", "--set", "optim.label_smoothing=0.1"]
 
 
+@pytest.mark.slow
 def test_kill_mid_epoch_and_resume_is_bitwise_the_uninterrupted_run(tmp_path):
     ref = resnet("train", *RECIPE_RUN, "--out", "ref", "--json", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr

@@ -62,6 +62,7 @@ def weights(run: Path):
     return torch.load(run / "checkpoint.pt", weights_only=True)["model"]
 
 
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
     ref = resnet("train", *RUN, "--out", tmp_path / "ref", "--json")
     assert ref.returncode == 0, ref.stderr
@@ -81,6 +82,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
     assert [r["epoch"] for r in RunDir(run).metrics()] == [1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_sigterm_sigint_save_and_exit_then_resume(tmp_path, sig, code):
     proc, marker = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)

@@ -158,6 +158,8 @@ time.sleep(5)
 
 SWALLOW = """
 import os, signal, time
+
+pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 try:
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(0.2)

@@ -75,6 +75,7 @@ def test_jobs_split_the_threads_and_start_the_longest_runs_first(in_tmp, monkeyp
     assert started[4] > started[8] and started[4] > started[12]  # the shortest started last
 
 
+@pytest.mark.slow
 def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     """A real SIGTERM to `resnet ablate` while its first run is held at step 3 (resnet_cli/testhook.py):
     the run saves and stops, the sweep exits 143 without starting the next run, `resnet report`

@@ -56,6 +56,7 @@ def run_spec(run: RunDir):
     return S.resolve(S.validate(run.spec_tree()))
 
 
+@pytest.mark.slow
 def test_kill_and_resume_continues_the_curves_with_each_step_once(tmp_path):
     ref = resnet("train", *RUN, "--out", "ref", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr

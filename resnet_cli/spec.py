@@ -27,6 +27,7 @@ from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and frien
 )
 from .orderings import UNITS, check_zero_init  # noqa: F401  (UNITS re-exported: He 2016b Table 2)
 from .spec_checks import check_length
+from .yamlio import merge, parse_set, set_dotted  # noqa: F401  (re-exported: spec trees)
 from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
 
 # ---------------------------------------------------------------------------------------------
@@ -251,27 +252,6 @@ def shape_of(data: DataSpec) -> tuple[int, int]:
 # Building a spec from a file, flags and overrides
 
 
-def set_dotted(tree: dict, dotted: str, value: Any) -> None:
-    """Set `a.b.c` in a nested dict, creating sections; refuses to descend into a scalar."""
-    keys = dotted.split(".")
-    if not all(keys):
-        raise UserError(f"--set {dotted}: empty key segment; expected dotted.key=value, e.g. optim.lr=0.05")
-    node = tree
-    for i, key in enumerate(keys[:-1]):
-        nxt = node.setdefault(key, {})
-        if not isinstance(nxt, dict):
-            raise UserError(f"--set {dotted}: '{'.'.join(keys[:i + 1])}' is a value, not a section")
-        node = nxt
-    node[keys[-1]] = value
-
-
-def parse_set(item: str) -> tuple[str, Any]:
-    if "=" not in item:
-        raise UserError(f"--set {item}: expected dotted.key=value, e.g. --set optim.lr=0.05")
-    key, _, text = item.partition("=")
-    return key.strip(), yamlio.parse_scalar(text)
-
-
 def _one_line(err: ValidationError, source: str) -> str:
     e = err.errors(include_url=False)[0]
     path = ".".join(str(p) for p in e["loc"])
@@ -352,17 +332,6 @@ def _family_from_dataset(tree: dict) -> None:
     if isinstance(data, dict) and data.get("dataset") == "imagenet" and not (isinstance(model, dict) and "family" in model):
         if model is None or isinstance(model, dict):
             tree.setdefault("model", {})["family"] = "imagenet"
-
-
-def merge(base: dict, over: dict) -> dict:
-    """Deep-merge two spec trees (studies: a row's overrides onto the base spec)."""
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

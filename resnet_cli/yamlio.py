@@ -7,6 +7,7 @@ each of these is either fixed (YAML 1.2 floats and booleans) or refused (duplica
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,39 @@ StrictDumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-
 
 def dumps(obj: Any, **kwargs: Any) -> str:
     return yaml.dump(obj, Dumper=StrictDumper, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spec trees: the nested dicts a YAML file, the flags and `--set` are merged into before validation
+
+
+def set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested dict, creating sections; refuses to descend into a scalar."""
+    keys = dotted.split(".")
+    if not all(keys):
+        raise UserError(f"--set {dotted}: empty key segment; expected dotted.key=value, e.g. optim.lr=0.05")
+    node = tree
+    for i, key in enumerate(keys[:-1]):
+        nxt = node.setdefault(key, {})
+        if not isinstance(nxt, dict):
+            raise UserError(f"--set {dotted}: '{'.'.join(keys[:i + 1])}' is a value, not a section")
+        node = nxt
+    node[keys[-1]] = value
+
+
+def parse_set(item: str) -> tuple[str, Any]:
+    if "=" not in item:
+        raise UserError(f"--set {item}: expected dotted.key=value, e.g. --set optim.lr=0.05")
+    key, _, text = item.partition("=")
+    return key.strip(), parse_scalar(text)
+
+
+def merge(base: dict, over: dict) -> dict:
+    """Deep-merge two spec trees (studies: a row's overrides onto the base spec)."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

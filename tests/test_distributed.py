@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -15,6 +16,8 @@ from resnet_cli import data as D
 from resnet_cli import schedule
 from resnet_cli import spec as S
 from resnet_cli.model import build_model
+
+pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 ARGS = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "4", "--batch-size", "32",
@@ -80,8 +83,6 @@ import os, sys
 import torch.nn.functional as F
 from resnet_cli.train import Trainer
 from resnet_cli.cli import main
-
-pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
 calls = [0]
 

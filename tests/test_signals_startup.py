@@ -15,6 +15,8 @@ import pytest
 
 from processes import ENV
 
+pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
+
 TRAIN = ["train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "1", "--out", "run", "--json"]
 CODE = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
@@ -159,7 +161,6 @@ time.sleep(5)
 SWALLOW = """
 import os, signal, time
 
-pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 try:
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(0.2)

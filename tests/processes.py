@@ -10,6 +10,17 @@ from pathlib import Path
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
+# A study's spec and seed for runs of seconds: one epoch of two iterations (128 digits at batch 64),
+# a 4-layer net at width 4, seed 0. Tests add the title and rows.
+TINY_STUDY = """\
+spec:
+  model: {family: digits, depth: 4, widths: [4]}
+  data: {dataset: digits, train_subset: 128, test_subset: 60}
+  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
+  train: {checkpoint_every: 0}
+seeds: [0]
+"""
+
 
 def resnet(*args, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,

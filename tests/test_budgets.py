@@ -13,17 +13,13 @@ from resnet_cli.experiments import budgets
 from resnet_cli.experiments import report as report_mod
 from resnet_cli.experiments import study as study_mod
 
+from processes import TINY_STUDY
+
 # One-epoch runs of two iterations (128 images at batch 64), one seed, a 4-layer digits net.
 TINY = """
 title: tiny study
 fail_above: 50.0
-spec:
-  model: {family: digits, depth: 4, widths: [4]}
-  data: {dataset: digits, train_subset: 128, test_subset: 60}
-  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
-  train: {checkpoint_every: 0}
-seeds: [0]
-rows:
+""" + TINY_STUDY + """rows:
   - label: identity
   - label: plain
     overrides: {model.shortcut.kind: none}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from processes import ENV
+from processes import ENV, TINY_STUDY
 
 pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
@@ -112,13 +112,7 @@ def test_sigterm_at_start_up_of_ablate_and_degrade(tmp_path, args):
 
 ONE_RUN = """
 title: one tiny run
-spec:
-  model: {family: digits, depth: 4, widths: [4]}
-  data: {dataset: digits, train_subset: 128, test_subset: 60}
-  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
-  train: {checkpoint_every: 0}
-seeds: [0]
-rows:
+""" + TINY_STUDY + """rows:
   - {label: identity, overrides: {}}
 """
 

@@ -14,17 +14,12 @@ from typer.testing import CliRunner
 
 from resnet_cli.cli import app
 
+from processes import TINY_STUDY
 from test_reliability import ENV
 
 STUDY = """
 title: sweep test
-spec:
-  model: {family: digits, depth: 4, widths: [4]}
-  data: {dataset: digits, train_subset: 128, test_subset: 60}
-  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
-  train: {checkpoint_every: 0}
-seeds: [0]
-rows:
+""" + TINY_STUDY + """rows:
 """
 
 

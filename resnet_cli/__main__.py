@@ -3,11 +3,11 @@
 
 def run() -> None:
     """Signal handling first, then everything slow: a signal during start-up is not lost."""
-    from .signals import Interrupted, exit_stopped, install_early
+    from .training.signals import Interrupted, exit_stopped, install_early
 
     install_early()
     try:
-        from . import testhook
+        from .training import testhook
 
         testhook.phase("start")
         from .cli import main

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import typer
 from typer._click.exceptions import UsageError as _ClickUsageError  # the Click that typer vendors
 
-from . import errors, testhook
+from . import errors
+from .training import testhook
 from .errors import PipeClosed, UserError
 
 app = typer.Typer(
@@ -89,7 +90,7 @@ def command(*args: Any, **kwargs: Any) -> Callable:
 def _say(exc: UserError) -> None:
     """One line on stderr; in a process of `resnet train --nproc N`, handed to the launcher, which
     says it once for all ranks."""
-    from .launch import child_error
+    from .training.launch import child_error
 
     if not child_error(exc):
         print(f"resnet: error: {exc.message}", file=sys.stderr)
@@ -121,7 +122,7 @@ _register()
 
 
 def main() -> None:
-    from .signals import Interrupted, exit_stopped, install_early
+    from .training.signals import Interrupted, exit_stopped, install_early
 
     install_early()  # done already by __main__.run, before this module was imported; again for other callers
     try:

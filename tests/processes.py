@@ -1,4 +1,4 @@
-"""`resnet` in a child process, and a child killed at a known step (resnet_cli/testhook.py): shared
+"""`resnet` in a child process, and a child killed at a known step (resnet_cli/training/testhook.py): shared
 by the tests that kill a run and resume it."""
 
 import os

@@ -209,7 +209,7 @@ def test_sweep_json_skip_and_figure(in_tmp, tiny, monkeypatch):
     run = in_tmp / "res" / "02-plain-s1"
     assert json.loads((run / "study.json").read_text())["row"] == "plain"
     # A second invocation trains nothing.
-    import resnet_cli.train as train_mod
+    import resnet_cli.training.trainer as train_mod
 
     def refuse(*a, **k):
         raise AssertionError("a finished run was trained again")
@@ -222,8 +222,8 @@ def test_sweep_json_skip_and_figure(in_tmp, tiny, monkeypatch):
 
 
 def test_unfinished_run_resumes_from_its_checkpoint(in_tmp, tiny):
-    from resnet_cli.rundir import RunDir
-    from resnet_cli.train import Callback, StopFlag, Trainer
+    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.training.trainer import Callback, StopFlag, Trainer
 
     text = TINY.replace("epochs: 1", "epochs: 2").replace("seeds: [0, 1]", "seeds: [0]")
     plan = study_mod.plan(str(write(in_tmp / "two.yaml", text)), results="res")

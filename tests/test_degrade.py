@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from resnet_cli import data as data_mod
 from resnet_cli import spec as S
-from resnet_cli.callbacks import Callback
+from resnet_cli.training.callbacks import Callback
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.experiments import degrade as D
@@ -70,7 +70,7 @@ def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
 
 
 def test_parse_seeds_and_depths():
-    from resnet_cli.seeds import parse
+    from resnet_cli.spec.seeds import parse
 
     assert parse("3") == [3]  # one syntax in every command: a lone number is that seed, not a count
     assert parse("0,4,7") == [0, 4, 7]
@@ -189,7 +189,7 @@ def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
 
 def test_a_run_another_process_is_training_stops_the_grid_in_one_line(in_tmp):
     from resnet_cli import errors
-    from resnet_cli.rundir import RunDir
+    from resnet_cli.training.rundir import RunDir
 
     held = RunDir(in_tmp / "d" / "runs" / "plain-4-seed0")
     held.lock()  # as a second `resnet degrade --out d` training this run would hold it

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from resnet_cli import data as D
-from resnet_cli import schedule
+from resnet_cli.training import schedule
 from resnet_cli import spec as S
 from resnet_cli.model import build_model
 
@@ -81,7 +81,7 @@ def test_nproc_2_is_the_same_job_as_torchrun(tmp_path):
 POISON_RANK_1 = r"""
 import os, sys
 import torch.nn.functional as F
-from resnet_cli.train import Trainer
+from resnet_cli.training.trainer import Trainer
 from resnet_cli.cli import main
 
 calls = [0]

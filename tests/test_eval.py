@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from resnet_cli.cli import app
 from resnet_cli.experiments import evaluate as EV
 from resnet_cli.experiments.trained import load_run
-from resnet_cli.train import Trainer
+from resnet_cli.training.trainer import Trainer
 
 
 def invoke(*args):
@@ -84,8 +84,8 @@ def test_an_interrupted_run_is_evaluated_at_its_mid_epoch_checkpoint(in_tmp, mon
     import os
     import signal
 
-    from resnet_cli.runtime import analysis_runtime
-    from resnet_cli.train import evaluate
+    from resnet_cli.training.runtime import analysis_runtime
+    from resnet_cli.training.trainer import evaluate
 
     def sigterm(loss, n):  # during step 30: the run saves there and stops
         if n == 30:

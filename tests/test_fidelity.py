@@ -14,9 +14,9 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from resnet_cli import schedule
+from resnet_cli.training import schedule
 from resnet_cli import spec as spec_mod
-from resnet_cli.callbacks import Callback
+from resnet_cli.training.callbacks import Callback
 from resnet_cli.cli import app
 from resnet_cli.experiments import report, study
 from resnet_cli.model import build_model, count_params
@@ -270,7 +270,7 @@ def test_torch_default_init_is_pytorchs_own():
 
 
 def _train_ours(config: str, seed: int, **sets):
-    from resnet_cli.train import Trainer
+    from resnet_cli.training.trainer import Trainer
 
     items = [f"run.seed={seed}"] + [f"{k}={v}" for k, v in sets.items()]
     trainer = Trainer(spec_mod.build(config, sets=items))
@@ -308,8 +308,8 @@ def test_article_runs_are_rerun_exactly():
 def test_global_shuffle_resumes_exactly(tmp_path):
     """Cut the article's plain-8 after 30 of 46 steps (mid-epoch 2), resume: bitwise the same weights
     as the uninterrupted run (the epoch's order and the global generator travel in the checkpoint)."""
-    from resnet_cli.rundir import RunDir
-    from resnet_cli.train import Trainer
+    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.training.trainer import Trainer
 
     items = ["optim.epochs=2", "run.seed=1", "train.checkpoint_every=0"]
     whole = Trainer(spec_mod.build("digits/plain8", sets=items))
@@ -326,7 +326,7 @@ def test_global_shuffle_resumes_exactly(tmp_path):
 
     first = Trainer(spec, rd, callbacks=[Cut()])
     assert first.run()["status"] == "interrupted" and first.p.iteration == 30
-    from resnet_cli import checkpoint as ckpt
+    from resnet_cli.training import checkpoint as ckpt
 
     resumed = Trainer(spec, rd)
     resumed.restore(ckpt.load(rd.file("checkpoint.pt")))

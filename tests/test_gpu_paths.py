@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from resnet_cli import checkpoint as ckpt
-from resnet_cli import distributed, runtime
+from resnet_cli.training import checkpoint as ckpt
+from resnet_cli.training import distributed, runtime
 from resnet_cli import spec as S
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model

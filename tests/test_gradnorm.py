@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from resnet_cli import spec as S
-from resnet_cli.callbacks import GradNormCallback
+from resnet_cli.training.callbacks import GradNormCallback
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.experiments import gradnorm as G
@@ -154,8 +154,8 @@ def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
 
 
 def test_callback_logs_into_the_run_metrics(tmp_path):
-    from resnet_cli.rundir import RunDir
-    from resnet_cli.train import Trainer
+    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.training.trainer import Trainer
 
     spec = S.resolve(S.validate({"model": {"family": "digits", "depth": 4, "widths": [4]},
                                  "data": {"dataset": "digits", "train_subset": 128},

@@ -103,7 +103,7 @@ def test_unreadable_image_is_named_in_one_line(tmp_path):
 def test_trainer_runs_on_an_image_folder(tmp_path, shuffle):
     # data.shuffle global hands the batches a caller-drawn order; folder batches took none (TypeError).
     from resnet_cli import spec as spec_mod
-    from resnet_cli.train import Trainer
+    from resnet_cli.training.trainer import Trainer
 
     fake_folder(tmp_path, {"a": (3, 1), "b": (3, 1)})
     s = spec_mod.build("imagenet/resnet200", sets=[

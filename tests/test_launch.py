@@ -59,7 +59,7 @@ def test_a_finished_run_removes_its_lock_and_records_its_precision(in_tmp):
 
 
 def test_deterministic_mode_trains_on_the_cpu_and_is_recorded(in_tmp):
-    from resnet_cli.runtime import set_determinism
+    from resnet_cli.training.runtime import set_determinism
 
     try:
         r = invoke("train", *TINY, "--out", "run", "--set", "run.deterministic=true")

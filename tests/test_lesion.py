@@ -129,7 +129,7 @@ def test_one_pass_errors_equal_evaluating_each_lesioned_net(name, runs):
     """errors() starts each lesioned forward from the intact net's activation at its first deleted
     unit; the reference is train.evaluate() on the lesioned net, which runs the whole forward."""
     from resnet_cli.experiments.trained import load_run, runtime_for
-    from resnet_cli.train import evaluate
+    from resnet_cli.training.trainer import evaluate
 
     trained = load_run(runs[name])
     rt = runtime_for(trained.device)

@@ -17,7 +17,7 @@ from torch import nn
 from torch.testing import assert_close
 
 from resnet_cli import spec as S
-from resnet_cli.callbacks import Callback
+from resnet_cli.training.callbacks import Callback
 from resnet_cli.experiments import gradnorm as G
 from resnet_cli.experiments import paths as P
 from resnet_cli.model import build_model
@@ -102,7 +102,7 @@ def test_gradnorm_layer_norms_equal_weight_grad_norm_by_hand():
     x = seen[0]
     # the labels of that batch: the trainer's first batch of the same seeded order
     cap = CaptureBatches()
-    from resnet_cli.train import Trainer
+    from resnet_cli.training.trainer import Trainer
 
     Trainer(spec_of({"iters": 1}), callbacks=[cap]).run()
     assert torch.equal(cap.batches[0][0], x)
@@ -134,8 +134,8 @@ OPTIM = {"iters": 3, "lr": 0.1, "momentum": 0.9, "weight_decay": 0.05}  # decay 
 def trained_three_steps(tmp_path_factory):
     """Three trainer steps with train.grad_norm_every 1 into a run directory, and the same three
     steps by hand: fresh net, the captured batches, F.cross_entropy, torch.optim.SGD."""
-    from resnet_cli.rundir import RunDir
-    from resnet_cli.train import Trainer
+    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.training.trainer import Trainer
 
     spec = spec_of(OPTIM, {"grad_norm_every": 1})
     out = tmp_path_factory.mktemp("three")

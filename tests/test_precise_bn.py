@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from resnet_cli import spec as S
 from resnet_cli.cli import app
-from resnet_cli.precise_bn import recalibrated
-from resnet_cli.train import Trainer
+from resnet_cli.training.precise_bn import recalibrated
+from resnet_cli.training.trainer import Trainer
 
 
 class Fixed:

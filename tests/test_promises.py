@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from resnet_cli import output
 from resnet_cli import spec as S
 from resnet_cli.cli import app
-from resnet_cli.rundir import RunDir
+from resnet_cli.training.rundir import RunDir
 
 from test_reliability import ENV, RUN, start_paused, weights
 

@@ -10,11 +10,11 @@ import torch
 import torch.nn.functional as F
 
 from resnet_cli import data as D
-from resnet_cli import schedule
+from resnet_cli.training import schedule
 from resnet_cli import spec as S
-from resnet_cli.callbacks import Callback
+from resnet_cli.training.callbacks import Callback
 from resnet_cli.errors import UserError
-from resnet_cli.train import Trainer
+from resnet_cli.training.trainer import Trainer
 
 from processes import kill_at, resnet
 

@@ -13,10 +13,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from resnet_cli import checkpoint as ckpt
+from resnet_cli.training import checkpoint as ckpt
 from resnet_cli.cli import app
-from resnet_cli.rundir import RunDir
-from resnet_cli.train import Trainer
+from resnet_cli.training.rundir import RunDir
+from resnet_cli.training.trainer import Trainer
 
 # ~90 iterations an epoch (batch 16 on 1,437 digits), checkpoints every 10: kills land mid-epoch.
 RUN = ["digits/residual8", "--set", "model.widths=[8]", "--batch-size", "16", "--epochs", "2",
@@ -33,7 +33,7 @@ PAUSE_AT = 25  # after the checkpoint of iteration 20, mid-epoch
 
 
 def start_paused(*args, cwd: Path):
-    """`resnet train ...` in a child that stops after step PAUSE_AT and waits (resnet_cli/testhook.py):
+    """`resnet train ...` in a child that stops after step PAUSE_AT and waits (resnet_cli/training/testhook.py):
     the test's signals land at that step every time, with no sleeps and no race."""
     marker = cwd / "paused"
     env = {**ENV, "RESNET_TEST_PAUSE": f"{PAUSE_AT}:{marker}"}
@@ -118,7 +118,7 @@ def test_second_ctrl_c_exits_at_once(tmp_path):
 
 KILL_WRITER = r"""
 import sys, torch
-from resnet_cli import checkpoint as ckpt
+from resnet_cli.training import checkpoint as ckpt
 path = sys.argv[1]
 torch.manual_seed(0)
 base = torch.randn(4_000_000)
@@ -231,7 +231,7 @@ def test_resume_auto_starts_fresh_when_there_is_nothing_to_resume(in_tmp):
 
 HOLDER = r"""
 import sys
-from resnet_cli.rundir import RunDir
+from resnet_cli.training.rundir import RunDir
 RunDir(sys.argv[1]).lock()
 print("locked", flush=True)
 sys.stdin.read()  # hold it until killed

@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM are honoured from the first instant (issue: Ctrl-C during start-up is lost).
 
-Each signal lands at a known start-up phase (resnet_cli/testhook.py: RESNET_TEST_PAUSE=PHASE:PATH
+Each signal lands at a known start-up phase (resnet_cli/training/testhook.py: RESNET_TEST_PAUSE=PHASE:PATH
 holds the child there), so no test races the child; one more sends it after a real early sleep.
 After each, the same command reruns into the same --out at once."""
 
@@ -143,7 +143,7 @@ def test_sigterm_while_an_ablate_worker_starts_its_run(tmp_path):
 SWALLOWING_IMPORT = r"""
 import os, signal, sys, time
 sys.path.insert(0, sys.argv[1])
-from resnet_cli.signals import Interrupted, install_early
+from resnet_cli.training.signals import Interrupted, install_early
 install_early()
 try:
     import swallow  # signals itself mid-import, and catches whatever that raises

@@ -3,7 +3,7 @@
 import pytest
 
 from resnet_cli import spec as S
-from resnet_cli import yamlio
+from resnet_cli.spec import yamlio
 from resnet_cli.errors import UserError
 
 

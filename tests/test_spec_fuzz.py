@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from resnet_cli import spec as S
-from resnet_cli import yamlio
+from resnet_cli.spec import yamlio
 from resnet_cli.errors import UserError
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

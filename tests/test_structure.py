@@ -121,8 +121,8 @@ def test_no_import_circle():
 def test_graph_sees_the_real_imports():
     # A hand-picked edge of each kind, so a checker that parses nothing cannot pass the test above.
     graph = import_graph(PACKAGE)
-    assert "resnet_cli.checkpoint" in graph["resnet_cli.train"]  # `from . import checkpoint as ckpt`
-    assert "resnet_cli.train" in graph["resnet_cli.experiments.degrade_runs"]  # function-level `from ..train import`
+    assert "resnet_cli.training.checkpoint" in graph["resnet_cli.training.trainer"]  # `from . import checkpoint as ckpt`
+    assert "resnet_cli.training.trainer" in graph["resnet_cli.experiments.degrade_runs"]  # function-level `from ..train import`
 
 
 # ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from resnet_cli.cli import app
 from resnet_cli.experiments import workers
 from resnet_cli.experiments.workers import Share
-from resnet_cli.signals import StopFlag
+from resnet_cli.training.signals import StopFlag
 
 # ---------------------------------------------------------------------------------------------
 # Which GPU and how many threads each worker gets (pure functions)

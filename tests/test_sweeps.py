@@ -72,7 +72,7 @@ def test_jobs_split_the_threads_and_start_the_longest_runs_first(in_tmp, monkeyp
 
 @pytest.mark.slow
 def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
-    """A real SIGTERM to `resnet ablate` while its first run is held at step 3 (resnet_cli/testhook.py):
+    """A real SIGTERM to `resnet ablate` while its first run is held at step 3 (resnet_cli/training/testhook.py):
     the run saves and stops, the sweep exits 143 without starting the next run, `resnet report`
     shows the row as incomplete, and rerunning the same command finishes the sweep."""
     rows = "  - label: first\n  - label: second\n    overrides: {model.shortcut.kind: none}\n"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from resnet_cli import schedule
+from resnet_cli.training import schedule
 from resnet_cli.cli import app
-from resnet_cli.rundir import RunDir
+from resnet_cli.training.rundir import RunDir
 
 from processes import kill_at, resnet
 
@@ -96,7 +96,7 @@ def test_each_sync_is_on_disk_before_a_checkpoint_can_follow(tmp_path):
     (the resumed run never recomputes them). So every sync's events are on disk when on_sync returns."""
     from types import SimpleNamespace
 
-    from resnet_cli.tensorboard_log import TensorBoardCallback
+    from resnet_cli.training.tensorboard_log import TensorBoardCallback
 
     cb = TensorBoardCallback(tmp_path / "tb")
     t = SimpleNamespace(p=SimpleNamespace(iteration=0), lr=0.1)

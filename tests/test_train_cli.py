@@ -6,7 +6,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from resnet_cli import schedule
+from resnet_cli.training import schedule
 from resnet_cli import spec as S
 from resnet_cli.cli import app
 
@@ -166,7 +166,7 @@ def test_readme_pipeline_keeps_every_epoch_record_with_stderr_on_a_terminal(in_t
 def test_default_run_names_made_in_the_same_second_differ(in_tmp, monkeypatch):
     import datetime as dt
 
-    from resnet_cli import rundir
+    from resnet_cli.training import rundir
 
     class Frozen(dt.datetime):
         @classmethod

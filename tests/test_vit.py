@@ -19,7 +19,7 @@ from resnet_cli import spec as S
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model, count_params
-from resnet_cli.vit_layout import VIT_UNITS
+from resnet_cli.spec.vit_layout import VIT_UNITS
 
 TINY = {"family": "vit", "depth": 2, "widths": [8], "heads": 2, "patch": 2, "unit": "pre_ln"}
 
@@ -249,7 +249,7 @@ def test_resolution_fills_image_size_and_final_norm():
 def test_adamw_first_step_moves_every_weight_by_lr():
     """Kingma & Ba 2015: with bias correction, Adam's first step is lr * g / (|g| + eps), i.e. lr
     times the sign of the gradient for every entry whose gradient is well above eps."""
-    from resnet_cli.train import Trainer
+    from resnet_cli.training.trainer import Trainer
 
     tree = {"model": TINY, "data": {"dataset": "digits", "train_subset": 64, "test_subset": 10},
             "optim": {"optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.0, "iters": 1, "milestones": [],

@@ -108,8 +108,8 @@ def _train_ours(job: dict) -> dict:
     import torch
 
     from .. import spec as spec_mod
-    from ..callbacks import Callback
-    from ..train import Trainer
+    from ..training.callbacks import Callback
+    from ..training.trainer import Trainer
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
     warmup, steps, bs = job["warmup"], job["steps"], spec.optim.batch_size
@@ -233,7 +233,7 @@ def _data_ours(job: dict) -> dict:
     """The augmentation path alone: `data.Batches` (resident on the device, whole-batch crop and
     flip) as the trainer iterates it."""
     from .. import data as data_mod
-    from .. import runtime as runtime_mod
+    from ..training import runtime as runtime_mod
     from .. import spec as spec_mod
 
     spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))

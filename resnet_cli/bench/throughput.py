@@ -111,7 +111,7 @@ def _prefixed(d: dict[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def _schedule_iters(spec) -> int:
-    from .. import schedule
+    from ..training import schedule
 
     n = CIFAR_TRAIN_IMAGES - spec.data.val_split
     return schedule.total_iters(spec.optim, math.ceil(n / spec.optim.batch_size))

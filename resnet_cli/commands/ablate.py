@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..cli import command
-from ..seeds import HELP as SEEDS_HELP
-from ..seeds import parse as parse_seeds
+from ..spec.seeds import HELP as SEEDS_HELP
+from ..spec.seeds import parse as parse_seeds
 from . import common
 
 

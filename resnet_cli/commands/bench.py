@@ -65,7 +65,7 @@ def bench(
                              device=device, threads=threads)
     bench_mod.check_spec(spec)
     if device is not None or spec.run.device != "auto":
-        from ..runtime import plan
+        from ..training.runtime import plan
 
         # An unavailable device is bad input: say so before measuring. `plan` without probing the
         # GPU: a CUDA context in this parent would hold GPU memory while the children measure.

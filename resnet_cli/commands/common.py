@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import spec as spec_mod
-from .. import testhook
+from ..training import testhook
 from ..spec import Spec
 
 SpecArg = Annotated[Optional[str], typer.Argument(help="YAML spec file, or the name of a bundled config (see `resnet configs`).")]

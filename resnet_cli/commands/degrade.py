@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from ..cli import command
-from ..seeds import HELP as SEEDS_HELP
-from ..seeds import parse as parse_seeds
+from ..spec.seeds import HELP as SEEDS_HELP
+from ..spec.seeds import parse as parse_seeds
 from . import common
 
 _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc", "test_acc",
@@ -51,7 +51,7 @@ def degrade(
     from .. import output
     from ..errors import UserError
     from ..experiments import degrade as deg
-    from ..rundir import make_dir
+    from ..training.rundir import make_dir
 
     fmt = output.choose(json_)
     net_list = None
@@ -176,7 +176,7 @@ def _seed_text(seeds: list[int]) -> str:
 def _write_result(path: Path, plan, summaries, found, paper, wall: float, records) -> None:
     import json
 
-    from ..rundir import git_commit, versions
+    from ..training.rundir import git_commit, versions
 
     result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
               "base_spec": plan.base, "summaries": summaries, "findings": found, "he2016a": paper,

@@ -91,7 +91,7 @@ def _load(source: str, init: bool, sets: list[str], device):
     from .. import spec as spec_mod
     from ..experiments.trained import check_dir, load_run, run_label
     from ..model import build_model
-    from ..rundir import SPEC
+    from ..training.rundir import SPEC
 
     if not init:
         t = load_run(source, device)

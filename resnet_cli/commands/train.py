@@ -9,7 +9,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .. import errors, output, schedule, testhook
+from .. import errors, output
+from ..training import schedule, testhook
 from ..cli import command
 from ..errors import UserError
 from . import common
@@ -94,7 +95,7 @@ def train(
         set_ = [*(set_ or []), "train.tensorboard=true"]
     spec = common.build_spec(spec_file, set_, **flags)
     if nproc > 1 and "RANK" not in os.environ:
-        from ..launch import launch_torchrun, precheck
+        from ..training.launch import launch_torchrun, precheck
 
         precheck(spec, nproc, resume_dir)  # what one process can see is checked before any is started
         raise typer.Exit(launch_torchrun(nproc))
@@ -105,7 +106,7 @@ def train(
 
 
 def _dry_run(spec, fmt: output.Format) -> None:
-    from .. import runtime
+    from ..training import runtime
     from ..model import build_model, count_params
     from ..spec import shape_of, to_tree, to_yaml
 
@@ -123,11 +124,11 @@ def _dry_run(spec, fmt: output.Format) -> None:
 def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool = False,
         force_resume: bool = False, quiet: bool = False) -> dict[str, Any]:
     """Start or continue a run in its run directory; returns the summary (also on disk)."""
-    from .. import checkpoint as ckpt
+    from ..training import checkpoint as ckpt
     from .. import data as data_mod
-    from .. import distributed, runtime
-    from ..rundir import CHECKPOINT, SPEC, RunDir, default_path
-    from ..train import StopFlag, Trainer
+    from ..training import distributed, runtime
+    from ..training.rundir import CHECKPOINT, SPEC, RunDir, default_path
+    from ..training.trainer import StopFlag, Trainer
 
     d = distributed.from_env()
     if d.active and resume_dir is None and spec.run.out is None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..datasets import CLASS_NAMES
+from ..spec.datasets import CLASS_NAMES
 from ..errors import UserError
 from . import cifar, digits, folders, mnist, synthetic
 from .batches import Batches, eval_batches

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserError
-from ..rundir import METRICS, RunDir
+from ..training.rundir import METRICS, RunDir
 from .trained import check_dir, load_spec, run_label
 
 

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import unknown_key
-from ..callbacks import Callback
-from ..rundir import make_dir
+from ..training.callbacks import Callback
+from ..training.rundir import make_dir
 from .degrade_runs import RUN_DIRS, open_run_dir, read_runs, spec_key, train_one  # noqa: F401 (re-exported)
 from . import evidence
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)

@@ -18,7 +18,7 @@ import torch
 
 from .. import output
 from .. import spec as spec_mod
-from ..callbacks import Callback
+from ..training.callbacks import Callback
 from ..errors import UserError
 
 RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
@@ -86,7 +86,7 @@ def train_one(spec, data, points: int = 60, callbacks: list[Callback] = (), run_
     created RunDir) the run also leaves what `resnet train` leaves: resolved spec, metrics and the
     final checkpoint, so lesion, landscape and paths can read the trained net afterwards. With
     `state` (that run's checkpoint) it continues where the checkpoint left off."""
-    from ..train import Trainer
+    from ..training.trainer import Trainer
 
     start = time.perf_counter()
     key = spec_key(spec)
@@ -124,7 +124,7 @@ def open_run_dir(out_dir: Path, spec, net: str, key: str):
     usable one it is started over. One that holds another spec (the grid was rerun with other
     settings) is kept, and this run takes a name with its spec key instead. The lock makes a second
     `resnet degrade` on the same --out stop with one line rather than train the same run twice."""
-    from ..rundir import RunDir, SPEC
+    from ..training.rundir import RunDir, SPEC
 
     name = f"{net}-{spec.model.depth}-seed{spec.run.seed}"
     for path in (out_dir / RUN_DIRS / name, out_dir / RUN_DIRS / f"{name}-{key[:8]}"):
@@ -143,8 +143,8 @@ def open_run_dir(out_dir: Path, spec, net: str, key: str):
 def _resumable(path: Path) -> dict[str, Any] | None:
     """The checkpoint an interrupted run left in `path`, if it carries the probe's curve (one
     written before degrade resumed runs does not, and its run is started over)."""
-    from .. import checkpoint as ckpt
-    from ..rundir import CHECKPOINT, SPEC
+    from ..training import checkpoint as ckpt
+    from ..training.rundir import CHECKPOINT, SPEC
 
     if not (path / SPEC).is_file() or not (path / CHECKPOINT).is_file():
         return None
@@ -158,7 +158,7 @@ def _resumable(path: Path) -> dict[str, Any] | None:
 
 
 def _start_over(rd, spec) -> None:
-    from ..rundir import CHECKPOINT, META, METRICS, SPEC, SUMMARY
+    from ..training.rundir import CHECKPOINT, META, METRICS, SPEC, SUMMARY
 
     for leftover in (SPEC, META, METRICS, SUMMARY, CHECKPOINT):  # nothing here has a record to keep
         rd.file(leftover).unlink(missing_ok=True)
@@ -169,7 +169,7 @@ def _start_over(rd, spec) -> None:
 def _kept_key(path: Path) -> str | None:
     """The key of the run kept in `path`, from its spec.yaml as this version reads it (None: no
     spec there, or one this version rejects)."""
-    from ..rundir import SPEC, RunDir
+    from ..training.rundir import SPEC, RunDir
 
     if not (path / SPEC).is_file():
         return None

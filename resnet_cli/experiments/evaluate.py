@@ -7,7 +7,7 @@ error exactly. `--tta flip` adds a second figure beside it: the softmax averaged
 its mirror, offered only to runs that trained with flips (a mirrored digit or kana is another
 symbol, and a net never shown mirrors has no reason to agree with itself on them).
 `--recalibrate-bn` adds another: the error with BN statistics re-estimated for the checkpoint's
-weights over training batches (precise BN, Wu & Johnson 2021; resnet_cli/precise_bn.py).
+weights over training batches (precise BN, Wu & Johnson 2021; resnet_cli/training/precise_bn.py).
 
 The confusion matrix counts test images by (true class, predicted class): rows are the true class,
 so a row sums to that class's images and its off-diagonal share is the class's error.
@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 
 from .. import data as data_mod
-from .. import precise_bn
+from ..training import precise_bn
 from ..errors import UserError
-from ..rundir import RunDir
+from ..training.rundir import RunDir
 from .trained import Trained, load_spec, runtime_for
 
 TTA_MODES = ("flip",)

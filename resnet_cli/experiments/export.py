@@ -29,10 +29,10 @@ import torch
 
 from .. import data as data_mod
 from .. import errors
-from ..datasets import PIXELS
+from ..spec.datasets import PIXELS
 from ..errors import UserError
-from ..registry import Registry
-from ..rundir import versions
+from ..spec.registry import Registry
+from ..training.rundir import versions
 from ..spec import to_yaml
 from .trained import Trained
 

@@ -1,7 +1,7 @@
 """`resnet report DIR --gates FILE.png`: the mean gate g = sigmoid(W_g x + b_g) per unit over the
 epochs of every gated run below DIR (He 2016b Table 1's exclusive and shortcut-only gating), one
 panel per run, one line per unit coloured by depth. Read only from the runs' metrics.jsonl
-(`gate_mean` in the epoch records, resnet_cli/gates.py) and study.json; nothing is recomputed."""
+(`gate_mean` in the epoch records, resnet_cli/training/gates.py) and study.json; nothing is recomputed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..errors import UserError
-from ..rundir import RunDir
+from ..training.rundir import RunDir
 
 
 def gated_runs(root: str | Path) -> list[dict]:

@@ -34,7 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..model.shortcuts import NoShortcut
-from ..probes import unit_labels
+from ..training.probes import unit_labels
 from ..spec import units_per_stage
 from .trained import Trained, runtime_for
 

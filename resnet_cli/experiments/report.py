@@ -154,14 +154,14 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _last_metrics(path: Path) -> dict[str, Any] | None:
-    from ..rundir import read_metrics
+    from ..training.rundir import read_metrics
 
     records = read_metrics(path)  # a damaged file is one line naming it; a line cut mid-write is left out
     return records[-1] if records else None
 
 
 def _spec_tree(path: Path) -> dict[str, Any] | None:
-    from .. import yamlio
+    from ..spec import yamlio
     from ..errors import UserError
 
     try:

@@ -40,7 +40,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .. import spec as spec_mod
-from .. import yamlio
+from ..spec import yamlio
 from ..errors import UserError
 from ..spec import Spec, unknown_key
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 from .. import errors, output
 from ..errors import UserError
-from ..signals import StopFlag
+from ..training.signals import StopFlag
 from .study import Plan, PlannedRun
 
 FINAL = ("completed", "diverged")
@@ -79,7 +79,7 @@ def _summary(path: Path) -> dict[str, Any] | None:
 def check_reusable(run: PlannedRun) -> None:
     """A directory that holds a run of another spec is never silently reused or resumed."""
     from .. import spec as spec_mod
-    from .. import yamlio
+    from ..spec import yamlio
 
     spec_file = run.path / "spec.yaml"
     if not spec_file.is_file():

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ..errors import UserError
-from ..rundir import CHECKPOINT, SPEC, RunDir
+from ..training.rundir import CHECKPOINT, SPEC, RunDir
 from ..spec import Spec, parse_set, resolve, set_dotted, validate
 
 # What an analysis may change in a trained run's data section: where the files are, whether to
@@ -97,7 +97,7 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Se
     """Spec -> model -> checkpoint weights (strict) -> data. The model comes back in eval mode:
     every analysis here evaluates with BN's running statistics, as at test time. `data_sets`: see
     `load_spec`."""
-    from .. import checkpoint as ckpt
+    from ..training import checkpoint as ckpt
     from .. import data as data_mod
     from ..model import build_model
 
@@ -123,6 +123,6 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Se
 
 def runtime_for(device: torch.device):
     """Analyses run in fp32 (a landscape in bf16 would be bf16 rounding noise) and NCHW."""
-    from ..runtime import analysis_runtime
+    from ..training.runtime import analysis_runtime
 
     return analysis_runtime(device)

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..signals import StopFlag, pending
+from ..training.signals import StopFlag, pending
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..registry import Registry
+from ..spec.registry import Registry
 
 COMBINERS: Registry[type[nn.Module]] = Registry("shortcut")
 

@@ -2,7 +2,7 @@
 
 An ordering is data: what comes before the first conv (pre-activation), what ends the branch,
 and what follows the addition. The five units of Table 2 are five rows of `ORDERINGS`
-(resnet_cli/orderings.py); this module builds them.
+(resnet_cli/spec/orderings.py); this module builds them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..orderings import ORDERINGS, Ordering
+from ..spec.orderings import ORDERINGS, Ordering
 from .shortcuts import NoShortcut, combiner_for, make_skip
 
 

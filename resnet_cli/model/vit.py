@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..spec import ModelSpec
-from ..vit_layout import TOKEN_ORDERINGS, mlp_width
+from ..spec.vit_layout import TOKEN_ORDERINGS, mlp_width
 from .nets import ResNet
 from .shortcuts import NoShortcut, combiner_for, make_skip
 from .units import ResidualUnit

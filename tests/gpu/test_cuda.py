@@ -22,8 +22,8 @@ if not torch.cuda.is_available():
 
 import torch.nn.functional as F  # noqa: E402
 
-from resnet_cli import checkpoint as ckpt  # noqa: E402
-from resnet_cli import runtime  # noqa: E402
+from resnet_cli.training import checkpoint as ckpt  # noqa: E402
+from resnet_cli.training import runtime  # noqa: E402
 from resnet_cli import spec as S  # noqa: E402
 from resnet_cli.model import build_model  # noqa: E402
 

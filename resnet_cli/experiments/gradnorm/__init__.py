@@ -6,7 +6,7 @@
                   residual stacks, by power iteration
     layer_responses.py  `responses(run_dir)`: std of each layer's response after BN, for a trained run
 
-The per-layer hooks they share are in `resnet_cli/probes.py`; `callbacks.GradNormCallback` logs the
+The per-layer hooks they share are in `resnet_cli/training/probes.py`; `callbacks.GradNormCallback` logs the
 same norms into a run's metrics.jsonl every N iterations (`train.grad_norm_every`).
 """
 

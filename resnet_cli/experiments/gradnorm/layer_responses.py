@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ...probes import unit_list
+from ...training.probes import unit_list
 
 def response_points(model: nn.Module) -> list[tuple[str, int, nn.Module]]:
     """For each main-path conv: the module whose output is its response. He 2016a Fig. 7 takes each

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...callbacks import GradNormCallback
+from ...training.callbacks import GradNormCallback
 
 @dataclass
 class NetNorms:
@@ -46,7 +46,7 @@ def direct_term(spec, units: int) -> list[float] | None:
 def measure_spec(name: str, spec, steps: int, data=None) -> NetNorms:
     """Train `steps` steps of `spec` in memory and average the gradient norms over them."""
     from ... import spec as spec_mod
-    from ...train import Trainer
+    from ...training.trainer import Trainer
 
     tree = spec_mod.to_tree(spec)
     tree["optim"].update({"iters": steps, "epochs": None, "milestones": []})

@@ -20,13 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from . import yamlio
 from .bundled import EXPERIMENT_DIRS, configs_dir, find_spec_file  # noqa: F401  (re-exported)
 from .datasets import AUTO_AUGMENT, DATASET_SHAPES, DATASETS  # noqa: F401  (re-exported)
-from .errors import UserError
+from ..errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, resolve_warmup,
     units_per_stage,
 )
 from .orderings import UNITS, check_zero_init  # noqa: F401  (UNITS re-exported: He 2016b Table 2)
-from .spec_checks import check_length
+from .checks import check_length
 from .yamlio import merge, parse_set, set_dotted  # noqa: F401  (re-exported: spec trees)
 from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
 

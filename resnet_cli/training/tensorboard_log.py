@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .callbacks import Callback
-from .errors import UserError
+from ..errors import UserError
 
 # Epoch record fields -> tags; `iter`, `epoch` and `elapsed_s` are the axes, not curves.
 EPOCH_FIELDS = ("train_loss", "train_error", "test_loss", "test_error", "val_loss", "val_error", "images_per_s",

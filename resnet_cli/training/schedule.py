@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .spec import OptimSpec
+from ..spec import OptimSpec
 
 
 def total_iters(optim: OptimSpec, iters_per_epoch: int) -> int:

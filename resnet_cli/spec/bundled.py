@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade NAME"}
 
@@ -12,8 +12,8 @@ EXPERIMENT_DIRS = {"studies": "resnet ablate NAME", "degrade": "resnet degrade N
 def configs_dir() -> Path:
     """The bundled configs: inside the package when installed from a wheel (setup.py maps the
     repository's top-level configs/ there), the top-level configs/ in a checkout."""
-    here = Path(__file__).resolve().parent
-    return here / "configs" if (here / "configs").is_dir() else here.parent / "configs"
+    package = Path(__file__).resolve().parents[1]  # resnet_cli/ (this file is resnet_cli/spec/bundled.py)
+    return package / "configs" if (package / "configs").is_dir() else package.parent / "configs"
 
 
 def find_spec_file(name: str) -> Path:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import UserError
-from .spec import RunSpec, Spec, TrainSpec
+from ..errors import UserError
+from ..spec import RunSpec, Spec, TrainSpec
 
 # cuBLAS picks reduction orders per call unless its workspace is fixed (PyTorch "Reproducibility" notes).
 CUBLAS_WORKSPACE = ":4096:8"

@@ -14,16 +14,16 @@ import torch
 import torch.nn.functional as F
 
 from . import checkpoint as ckpt
-from . import data as data_mod
+from .. import data as data_mod
 from . import distributed, gates, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
-from .errors import PipeClosed, UserError
-from .model import build_model, count_params
+from ..errors import PipeClosed, UserError
+from ..model import build_model, count_params
 from .rundir import CHECKPOINT, TENSORBOARD, RunDir
 from .signals import StopFlag
-from .spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
+from ..spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
 
 PIPE_CLOSED = "stopped: output pipe closed"  # summary status of a run whose stdout reader left (`| head -1`)
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)

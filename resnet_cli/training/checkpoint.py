@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .errors import UserError
+from ..errors import UserError
 
 FORMAT = "resnet-cli/checkpoint-v1"
 TMP_PREFIX = ".tmp-ckpt-"

@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import __version__, errors
-from .errors import UserError
-from .spec import Spec, to_yaml
+from .. import __version__, errors
+from ..errors import UserError
+from ..spec import Spec, to_yaml
 
 SPEC, META, METRICS, CHECKPOINT, SUMMARY, LOCK = (
     "spec.yaml", "meta.json", "metrics.jsonl", "checkpoint.pt", "summary.json", ".lock")
@@ -240,7 +240,7 @@ class RunDir:
             return None
 
     def spec_tree(self) -> dict:
-        from . import yamlio
+        from ..spec import yamlio
 
         if not self.file(SPEC).exists():
             raise UserError(f"{self.path}: not a run directory (no {SPEC})")

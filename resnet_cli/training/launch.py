@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import errors, output
-from .errors import UserError
+from .. import errors, output
+from ..errors import UserError
 
 ERROR_DIR_ENV = "RESNET_LAUNCH_ERROR_DIR"  # set by the parent; each failing rank writes rank-<r>.json there
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from .errors import UserError
+from ..errors import UserError
 
 # YAML 1.2 core schema float: accepts 1e-4, 1E5, .5, 5., -inf, .nan.
 _FLOAT_12 = re.compile(

@@ -20,14 +20,14 @@ BATCH = 256  # images of the fixed batch; the digits test split has 360
 
 def gates_of(model: nn.Module) -> list[nn.Module]:
     """The gate module of every gated unit, in unit order (empty for a net without gates)."""
-    from .model.shortcuts import _Gated
+    from ..model.shortcuts import _Gated
 
     return [u.combine.gate for u in getattr(model, "units", []) if isinstance(u.combine, _Gated)]
 
 
 def fixed_batch(data, device) -> torch.Tensor | None:
     """The first BATCH images of the evaluation split (val if held out, else test)."""
-    from . import data as data_mod
+    from .. import data as data_mod
 
     split = "val" if data_mod.num_examples(data, "val") else "test"
     n = min(BATCH, data_mod.num_examples(data, split))

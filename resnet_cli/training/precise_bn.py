@@ -24,8 +24,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from . import data as data_mod
-from .data.order import mix
+from .. import data as data_mod
+from ..data.order import mix
 
 DEFAULT_BATCHES = 50  # `resnet eval --recalibrate-bn` without --bn-batches (at most one epoch)
 TAG_PRECISE_BN = 4  # keeps the recalibration's order and augmentation apart from training's (order.py tags 1-3)

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from .errors import UserError
+from ..errors import UserError
 
 SYNTAX = "a seed (3), a list (0,3,7) or a range (0..4, both ends included)"
 HELP = "Seeds: a seed (3), a list (0,3,7) or a range (0..4); see docs/spec.md, Seeds."

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -313,15 +315,22 @@ def load_tree(spec_file: str | None) -> dict:
     return tree
 
 
-def build(spec_file: str | None = None, overrides: list[tuple[str, Any]] = (), sets: list[str] = ()) -> Spec:
-    """File, then flag overrides, then `--set` items: merged, validated once, resolved."""
-    tree = copy.deepcopy(load_tree(spec_file))
-    source = str(spec_file) if spec_file else "spec"
+def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (), sets: Iterable[str] = (),
+         *, name: str | None = None) -> Spec:
+    """The one way to make a spec: a file (a path or a bundled config's name), a tree already read
+    (a study row, a checkpoint's spec, a bench job) or None (the defaults); then flag overrides,
+    then `--set` items; merged, validated once and resolved. `name` says where a bad value came
+    from in the one-line error (default: the file, or "spec")."""
+    if isinstance(source, dict):
+        tree = copy.deepcopy(source)
+    else:
+        tree = copy.deepcopy(load_tree(None if source is None else str(source)))
     for key, value in overrides:
         set_dotted(tree, key, value)
     for item in sets:
         set_dotted(tree, *parse_set(item))
-    return resolve(validate(tree, source))
+    where = name or (str(source) if source is not None and not isinstance(source, dict) else "spec")
+    return resolve(validate(tree, where))
 
 
 def _family_from_dataset(tree: dict) -> None:

@@ -85,8 +85,8 @@ def test_bad_specs_give_one_line(tmp_path, text, needle):
 def test_flags_and_set_go_through_the_same_validation(tmp_path):
     s = S.load(None, [("model.depth", 56)], ["optim.weight_decay=5e-4", "model.shortcut.kind=scale"])
     assert s.model.depth == 56 and s.optim.weight_decay == 5e-4 and s.model.shortcut.kind == "scale"
-    assert "model.depht" in one_line_error(S.build, None, [], ["model.depht=3"])
-    assert "dotted.key=value" in one_line_error(S.build, None, [], ["model.depth"])
+    assert "model.depht" in one_line_error(S.load, None, [], ["model.depht=3"])
+    assert "dotted.key=value" in one_line_error(S.load, None, [], ["model.depth"])
 
 
 def test_resolution_picks_the_papers_block():

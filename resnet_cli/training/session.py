@@ -84,12 +84,12 @@ def reusable(path: Path, spec: spec_mod.Spec) -> None:
 
 @contextlib.contextmanager
 def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = "never", force_resume: bool = False,
-             reuse_check: bool = False, callbacks: Iterable[Callback] = (), data: data_mod.Data | None = None,
+             callbacks: Iterable[Callback] = (), data: data_mod.Data | None = None,
              say: Callable[[str], None] = _silent) -> Iterator[Session]:
     """Open (create, or resume) the run of `spec` in `path` (None: run.out, else a fresh name under
-    runs/). `reuse_check`: refuse a directory that holds another spec's run before anything else
-    (the sweeps, whose plan names the directory; `resnet train --resume` instead compares against
-    the checkpoint's spec and offers --force-resume). The lock is held until the block ends.
+    runs/). A resumed run is checked against its checkpoint's spec (--force-resume to go on under a
+    changed one); the sweeps check their planned directories with `reusable` before they start any.
+    The lock is held until the block ends.
     Under torchrun only rank 0 writes and speaks: other ranks get no `callbacks` and no `say`."""
     d = distributed.from_env()
     if not d.is_main:
@@ -103,8 +103,6 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
         say("run.precision auto: fp16 autocast with a GradScaler (this GPU has no native bf16); "
             "--set run.precision=fp32 for the papers' numerics")
     spec = runtime.pinned(spec, rt)
-    if reuse_check and path is not None:
-        reusable(path, spec)
     if data is None:
         data = data_mod.load(spec.data)
     testhook.phase("data")

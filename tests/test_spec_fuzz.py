@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from resnet_cli import spec as S
 from resnet_cli.spec import yamlio
+from resnet_cli.spec.registry import OneOf
 from resnet_cli.errors import UserError
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,7 +31,10 @@ def leaves(model: type[BaseModel], prefix: str = "") -> dict[str, typing.Any]:
         if isinstance(ann, type) and issubclass(ann, BaseModel):
             out.update(leaves(ann, key + "."))
         else:
-            out[key] = ann
+            # A name from a live registry (spec/registry.py one_of): pydantic keeps its validator in
+            # the field's metadata; carry it in the annotation, where `kinds` looks.
+            one = next((m.func for m in field.metadata if isinstance(getattr(m, "func", None), OneOf)), None)
+            out[key] = typing.Annotated[str, one] if one else ann
     return out
 
 
@@ -40,6 +44,8 @@ LEAVES = leaves(S.Spec)
 def kinds(ann) -> set[str]:
     """The plain types an annotation accepts: bool, int, float, str, list, none."""
     origin = typing.get_origin(ann)
+    if origin is typing.Annotated and _one_of(ann):
+        return {"literal"}  # a name from a live registry (spec/registry.py one_of)
     if origin is typing.Annotated:
         return kinds(typing.get_args(ann)[0])
     if origin in (typing.Union, types.UnionType):
@@ -53,7 +59,13 @@ def kinds(ann) -> set[str]:
     return {ann.__name__}
 
 
+def _one_of(ann) -> OneOf | None:
+    return next((m for m in getattr(ann, "__metadata__", ()) if isinstance(m, OneOf)), None)
+
+
 def literal_values(ann) -> list:
+    if _one_of(ann):
+        return list(_one_of(ann).registry.names())
     if typing.get_origin(ann) is typing.Literal:
         return list(typing.get_args(ann))
     return [v for a in typing.get_args(ann) for v in literal_values(a)]

@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from . import yamlio
 from .bundled import EXPERIMENT_DIRS, configs_dir, find_spec_file  # noqa: F401  (re-exported)
-from .datasets import AUTO_AUGMENT, DATASET_SHAPES, DATASETS  # noqa: F401  (re-exported)
+from .datasets import AUTO_AUGMENT, DATASETS, shape_of  # noqa: F401  (re-exported)
+from .families import FAMILIES  # noqa: F401  (re-exported)
 from ..errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, resolve_warmup,
@@ -28,17 +29,17 @@ from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and frien
 )
 from .orderings import UNITS, check_zero_init  # noqa: F401  (UNITS re-exported: He 2016b Table 2)
 from .messages import one_line, unknown_key  # noqa: F401  (unknown_key re-exported)
+from .registry import Column, one_of
+from .shortcut_kinds import SHORTCUT_KINDS, is_plain  # noqa: F401  (re-exported)
 from .yamlio import merge, parse_set, set_dotted  # noqa: F401  (re-exported: spec trees)
-from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
+from .vit_layout import VIT_UNITS, check_model, resolve_vit  # model.family vit
 
 # ---------------------------------------------------------------------------------------------
-# Names. Each tuple is the set of valid values; model/ registers one class per name.
-SHORTCUTS = (
-    "identity", "none", "scale", "exclusive_gate", "shortcut_gate", "conv1x1", "dropout", "highway", "rezero",
-)  # He 2016b Table 1, Srivastava et al. 2015 and Bachlechner et al. 2020
-FAMILIES = ("cifar", "imagenet", "digits", "vit")
-
-DEFAULT_WIDTHS = {"cifar": (16, 32, 64), "imagenet": (64, 128, 256, 512), "digits": (16,), "vit": (DEFAULT_VIT_WIDTH,)}
+# Names. `model.shortcut.kind`, `model.family` and `data.dataset` name rows of live tables
+# (shortcut_kinds.py, families.py, datasets.py), checked when a spec is validated; these tuples are
+# the rows this package registers itself.
+SHORTCUTS = SHORTCUT_KINDS.names()  # He 2016b Table 1, Srivastava et al. 2015 and Bachlechner et al. 2020
+DEFAULT_WIDTHS = Column(FAMILIES, lambda f: f.widths)
 
 
 class _Section(BaseModel):
@@ -49,7 +50,7 @@ class _Section(BaseModel):
 class ShortcutSpec(_Section):
     """What sits on the shortcut: y = s_h * h(x) + s_F * F(x) (He 2016b eq. 1-2, Table 1)."""
 
-    kind: Literal[SHORTCUTS] = "identity"
+    kind: one_of(SHORTCUT_KINDS) = "identity"  # shortcut_kinds.py: the fields each kind reads
     # `scale`: constant factors on the shortcut and on the branch (Table 1 rows 2-4).
     shortcut_scale: float = 1.0
     branch_scale: float = 1.0
@@ -73,7 +74,7 @@ class ShortcutSpec(_Section):
 
 
 class ModelSpec(_Section):
-    family: Literal[FAMILIES] = "cifar"
+    family: one_of(FAMILIES) = "cifar"
     depth: Annotated[int, Field(ge=1)] = 20
     # None: the papers' choice for that depth (see resolve_block).
     block: Literal["basic", "bottleneck"] | None = None
@@ -118,7 +119,7 @@ class SyntheticSpec(_Section):
 
 
 class DataSpec(_Section):
-    dataset: Literal[DATASETS] = "cifar10"
+    dataset: one_of(DATASETS) = "cifar10"
     # Where datasets live (CIFAR python batches, MNIST-family IDX files, ImageNet train/ and val/
     # folders). None: the cache directory, $RESNET_DATA or ~/.cache/resnet-cli.
     dir: str | None = None
@@ -258,13 +259,6 @@ class Spec(_Section):
         check_model(self.model, self.data, UNITS)
         check_zero_init(self.model)
         return self
-
-
-def shape_of(data: DataSpec) -> tuple[int, int]:
-    """(input channels, classes) of the spec's dataset."""
-    if data.dataset == "synthetic":
-        return data.synthetic.channels, data.synthetic.classes
-    return DATASET_SHAPES[data.dataset]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,30 @@
+"""The net families (`model.family`), as data: default widths, stem, and which builder makes them.
+
+The depth rules of each family (units per stage, block kind, shortcut option) are in layouts.py
+and vit_layout.py; this table holds what the model builder and the resolution ask of a family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .registry import Registry
+from .vit_layout import DEFAULT_VIT_WIDTH
+
+
+@dataclass(frozen=True)
+class Family:
+    widths: tuple[int, ...]  # `model.widths: null`: each stage's base width
+    # cifar: a 3x3 conv (He 2016a sec. 4.2). imagenet: 7x7/2 conv-BN-ReLU + 3x3/2 max-pool (He 2016a
+    # Table 1), which already ends in BN-ReLU, so the first unit gets no pre-activation of its own
+    # (fb.resnet.torch preresnet.lua). patches: a ViT's patch embedding.
+    stem: str
+    net: str  # "conv" (model/nets.py) or "tokens" (model/vit.py)
+
+
+FAMILIES: Registry[Family] = Registry("model family")
+FAMILIES.register("cifar")(Family(widths=(16, 32, 64), stem="3x3", net="conv"))  # He 2016a sec. 4.2
+FAMILIES.register("imagenet")(Family(widths=(64, 128, 256, 512), stem="7x7_maxpool", net="conv"))  # Table 1
+# The "Residual Connection" article's digits nets: one stage of 16 on 8x8 images.
+FAMILIES.register("digits")(Family(widths=(16,), stem="3x3", net="conv"))
+FAMILIES.register("vit")(Family(widths=(DEFAULT_VIT_WIDTH,), stem="patches", net="tokens"))  # docs/vit.md

@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..spec import ModelSpec, resolve_block, resolve_downsample, units_per_stage
-from .shortcuts import ChannelGate
+from .shortcuts import init_own
 from .units import ORDERINGS, ResidualUnit, act, make_unit
 
 
@@ -113,7 +113,8 @@ def he_init(model: nn.Module) -> None:
     """He et al. 2015 init as the authors' Torch code does it (resnet-pre-act.lua, fb.resnet.torch):
     every conv weight ~ N(0, 2/n) with n = k*k*C_out (fan_out), the 1x1 gate convs included (He 2016b
     appendix: all weights as in He et al. 2015); BN gamma 1, beta 0; the fc bias 0 (its weight keeps
-    the framework's default, as there). Gate biases keep the b_g their constructors set."""
+    the framework's default, as there). Modules with their own rule apply it last (`own_init`: gates
+    keep their b_g; the channel gate's linear map, a 1x1 conv on the pooled input, is drawn as one)."""
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -122,9 +123,7 @@ def he_init(model: nn.Module) -> None:
             nn.init.zeros_(m.bias)
     if isinstance(model, ResNet):
         nn.init.zeros_(model.fc.bias)
-    for m in model.modules():
-        if isinstance(m, ChannelGate):  # our pooled-linear gate: a 1x1 conv on the pooled input
-            nn.init.kaiming_normal_(m.fc.weight, mode="fan_out", nonlinearity="relu")
+    init_own(model, "he", "fan_out", (nn.Conv2d,))
 
 
 # The module whose weight zero-init zeroes, by the branch's last op (Ordering.zero_init).

@@ -2,7 +2,9 @@
 
 A unit computes `skip = project(x)` (identity, zero-padding or a 1x1 projection) and then lets a
 registered *combiner* join skip and branch: `y = combine(x, skip, fx)`. Each row of He 2016b
-Table 1 is one combiner plus its parameters, so a new shortcut design is one registered class.
+Table 1 is one combiner plus its parameters. Each combiner builds itself from the shortcut section's
+settings (`from_spec`), reading the fields its row in spec/shortcut_kinds.py names; a new shortcut
+design is that row plus one class registered here under the same name.
 """
 
 from __future__ import annotations
@@ -13,7 +15,21 @@ from torch import nn
 
 from ..spec.registry import Registry
 
-COMBINERS: Registry[type[nn.Module]] = Registry("shortcut")
+
+class Combiner(nn.Module):
+    """y = combine(x, skip, fx). What a unit asks of its combiner: `from_spec` (build from the
+    `model.shortcut` settings, a dict of ShortcutSpec's fields), `uses_skip` (False: the unit
+    computes no skip at all), `always_project` (True: the skip is a 1x1 projection on every unit)."""
+
+    uses_skip = True
+    always_project = False
+
+    @classmethod
+    def from_spec(cls, shortcut: dict, in_channels: int, out_channels: int, stride: int) -> Combiner:
+        return cls()  # a combiner with no settings
+
+
+COMBINERS: Registry[type[Combiner]] = Registry("shortcut")
 
 
 # ------------------------------------------------------------------------------------------
@@ -63,10 +79,17 @@ class ConvGate(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int, bias: float):
         super().__init__()
         self.conv = nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=True)
+        self.b_g = bias
         nn.init.constant_(self.conv.bias, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.conv(x))  # (N, C_out, H/s, W/s)
+
+    def own_init(self, scheme: str, mode: str, done: tuple[type[nn.Module], ...]) -> None:
+        """The hook a net's init calls after its pass over the layers (`done`: the layer types that
+        pass initialised, with fan `mode`): the weight as the pass drew it (He 2016b appendix: all
+        weights as in He et al. 2015), the bias back to b_g, which decides whether gating trains."""
+        nn.init.constant_(self.conv.bias, self.b_g)
 
 
 class ChannelGate(nn.Module):
@@ -75,22 +98,40 @@ class ChannelGate(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int, bias: float):
         super().__init__()
         self.fc = nn.Linear(in_channels, out_channels)
+        self.b_g = bias
         nn.init.constant_(self.fc.bias, bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pooled = x.mean(dim=(2, 3))  # (N, C_in)
         return torch.sigmoid(self.fc(pooled))[:, :, None, None]  # (N, C_out, 1, 1)
 
+    def own_init(self, scheme: str, mode: str, done: tuple[type[nn.Module], ...]) -> None:
+        """As ConvGate's. The linear map is a 1x1 conv on the pooled input, so where the pass
+        initialised convs only (the conv nets' he_init), it takes their He init here."""
+        if scheme == "he" and not isinstance(self.fc, done):
+            nn.init.kaiming_normal_(self.fc.weight, mode=mode, nonlinearity="relu")
+        nn.init.constant_(self.fc.bias, self.b_g)
+
+
+def init_own(model: nn.Module, scheme: str, mode: str, done: tuple[type[nn.Module], ...]) -> None:
+    """After a net's init pass: every module with its own rule (`own_init`, as timm's blocks have
+    `zero_init_last`) applies it, in module order."""
+    for m in model.modules():
+        hook = getattr(m, "own_init", None)
+        if callable(hook):
+            hook(scheme, mode, done)
+
 
 GATES = {"conv": ConvGate, "channel": ChannelGate}
 
 
 # ------------------------------------------------------------------------------------------
-# Combiners: y = s_h * skip + s_F * fx. Constructor arguments are explicit, never the spec.
+# Combiners: y = s_h * skip + s_F * fx. Constructor arguments are explicit; `from_spec` reads the
+# fields the kind's row names (spec/shortcut_kinds.py) and passes them on.
 
 
 @COMBINERS.register("identity")
-class IdentityShortcut(nn.Module):
+class IdentityShortcut(Combiner):
     """He 2016a eq. 1: y = x + F(x). The clean highway of He 2016b."""
 
     def forward(self, x, skip, fx):
@@ -98,7 +139,7 @@ class IdentityShortcut(nn.Module):
 
 
 @COMBINERS.register("none")
-class NoShortcut(nn.Module):
+class NoShortcut(Combiner):
     """A plain net: the same layers with nothing on the shortcut (He 2016a Fig. 6, left)."""
 
     uses_skip = False
@@ -108,7 +149,7 @@ class NoShortcut(nn.Module):
 
 
 @COMBINERS.register("scale")
-class ScaledShortcut(nn.Module):
+class ScaledShortcut(Combiner):
     """He 2016b Table 1 'constant scaling': y = lambda * x + s_F * F(x).
     Over L units the direct gradient term becomes lambda^L (0.5^54 ~ 5.6e-17 in ResNet-110)."""
 
@@ -117,6 +158,10 @@ class ScaledShortcut(nn.Module):
         self.shortcut_scale = shortcut_scale
         self.branch_scale = branch_scale
 
+    @classmethod
+    def from_spec(cls, shortcut: dict, in_channels: int, out_channels: int, stride: int) -> Combiner:
+        return cls(shortcut["shortcut_scale"], shortcut["branch_scale"])
+
     def forward(self, x, skip, fx):
         return self.shortcut_scale * skip + self.branch_scale * fx
 
@@ -124,14 +169,20 @@ class ScaledShortcut(nn.Module):
         return f"shortcut_scale={self.shortcut_scale}, branch_scale={self.branch_scale}"
 
 
-class _Gated(nn.Module):
+class Gated(Combiner):
+    """A combiner with a learned gate g(x) at `.gate` (training/gates.py reads its mean)."""
+
     def __init__(self, gate: nn.Module):
         super().__init__()
         self.gate = gate
 
+    @classmethod
+    def from_spec(cls, shortcut: dict, in_channels: int, out_channels: int, stride: int) -> Combiner:
+        return cls(GATES[shortcut["gate"]](in_channels, out_channels, stride, shortcut["gate_bias"]))
+
 
 @COMBINERS.register("exclusive_gate")
-class ExclusiveGate(_Gated):
+class ExclusiveGate(Gated):
     """He 2016b Table 1 'exclusive gating': y = (1 - g(x)) * x + g(x) * F(x)."""
 
     def forward(self, x, skip, fx):
@@ -147,7 +198,7 @@ class HighwayGate(ExclusiveGate):
 
 
 @COMBINERS.register("shortcut_gate")
-class ShortcutOnlyGate(_Gated):
+class ShortcutOnlyGate(Gated):
     """He 2016b Table 1 'shortcut-only gating': y = (1 - g(x)) * x + F(x)."""
 
     def forward(self, x, skip, fx):
@@ -155,7 +206,7 @@ class ShortcutOnlyGate(_Gated):
 
 
 @COMBINERS.register("conv1x1")
-class ConvShortcut(nn.Module):
+class ConvShortcut(Combiner):
     """He 2016b Table 1 '1x1 conv shortcut': a projection on every unit (the skip is projected)."""
 
     always_project = True
@@ -165,7 +216,7 @@ class ConvShortcut(nn.Module):
 
 
 @COMBINERS.register("dropout")
-class DropoutShortcut(nn.Module):
+class DropoutShortcut(Combiner):
     """He 2016b Table 1 'dropout shortcut': y = m * x + F(x) with m ~ Bernoulli(1 - p) per element.
 
     The paper's reading (sec. 3.1: it "imposes a scale of lambda with an expectation of 0.5", i.e.
@@ -176,6 +227,10 @@ class DropoutShortcut(nn.Module):
     def __init__(self, p: float, rescale: bool):
         super().__init__()
         self.p, self.rescale = p, rescale
+
+    @classmethod
+    def from_spec(cls, shortcut: dict, in_channels: int, out_channels: int, stride: int) -> Combiner:
+        return cls(shortcut["dropout"], shortcut["dropout_rescale"])
 
     def forward(self, x, skip, fx):
         keep = 1.0 - self.p
@@ -191,7 +246,7 @@ class DropoutShortcut(nn.Module):
 
 
 @COMBINERS.register("rezero")
-class ReZero(nn.Module):
+class ReZero(Combiner):
     """Bachlechner et al. 2020: y = x + alpha * F(x) with one learned scalar alpha per unit, starting
     at 0, so every unit starts as the identity (with nothing after the addition) and deep stacks
     train without normalisation."""
@@ -204,22 +259,7 @@ class ReZero(nn.Module):
         return skip + self.alpha * fx
 
 
-def make_combiner(kind: str, in_channels: int, out_channels: int, stride: int, *, shortcut_scale: float,
-                  branch_scale: float, gate: str, gate_bias: float, dropout: float,
-                  dropout_rescale: bool) -> nn.Module:
-    cls = COMBINERS[kind]
-    if issubclass(cls, _Gated):
-        return cls(GATES[gate](in_channels, out_channels, stride, gate_bias))
-    if cls is ScaledShortcut:
-        return cls(shortcut_scale, branch_scale)
-    if cls is DropoutShortcut:
-        return cls(dropout, dropout_rescale)
-    return cls()
-
-
-def combiner_for(shortcut: dict, in_channels: int, out_channels: int, stride: int) -> nn.Module:
-    """`make_combiner` from a shortcut section's settings (a dict of ShortcutSpec's fields)."""
-    return make_combiner(shortcut["kind"], in_channels, out_channels, stride,
-                         shortcut_scale=shortcut["shortcut_scale"], branch_scale=shortcut["branch_scale"],
-                         gate=shortcut["gate"], gate_bias=shortcut["gate_bias"], dropout=shortcut["dropout"],
-                         dropout_rescale=shortcut["dropout_rescale"])
+def combiner_for(shortcut: dict, in_channels: int, out_channels: int, stride: int) -> Combiner:
+    """The combiner registered under `shortcut["kind"]`, built from a shortcut section's settings
+    (a dict of ShortcutSpec's fields)."""
+    return COMBINERS[shortcut["kind"]].from_spec(shortcut, in_channels, out_channels, stride)

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..spec.orderings import ORDERINGS, Ordering
-from .shortcuts import NoShortcut, combiner_for, make_skip
+from .shortcuts import combiner_for, make_skip
 
 
 def act(kind: str, channels: int) -> nn.Module:
@@ -105,7 +105,7 @@ def make_unit(block: str, cin: int, width: int, stride: int, ordering: str, *, s
     else:
         branch = basic_branch(cin, width, stride, order, inside)
     combine = combiner_for(shortcut, cin, cout, stride)
-    if isinstance(combine, NoShortcut):
+    if not getattr(combine, "uses_skip", True):
         skip: nn.Module = nn.Identity()  # a plain net has no shortcut parameters at all
     else:
         skip = make_skip(downsample, cin, cout, stride, with_bn=shortcut["bn"] and not order.pre,

@@ -21,7 +21,7 @@ from torch import nn
 from ..spec import ModelSpec
 from ..spec.vit_layout import TOKEN_ORDERINGS, mlp_width
 from .nets import ResNet
-from .shortcuts import NoShortcut, combiner_for, make_skip
+from .shortcuts import combiner_for, init_own, make_skip
 from .units import ResidualUnit
 
 TRUNC_STD = 0.02  # ViT / BERT: weights ~ N(0, 0.02^2) cut at 2 std (Dosovitskiy et al. 2020, timm)
@@ -109,7 +109,7 @@ def make_token_unit(branch: nn.Module, width: int, ordering: str, shortcut: dict
     shortcut registry's combiner (He 2016b Table 1) and the ordering's LayerNorm after the addition."""
     order = TOKEN_ORDERINGS[ordering]
     combine = combiner_for(shortcut, width, width, 1)
-    if isinstance(combine, NoShortcut):
+    if not getattr(combine, "uses_skip", True):
         skip: nn.Module = nn.Identity()  # a plain net: no shortcut parameters at all
     else:  # identity; a 1x1 projection (one linear map per token) for the conv1x1 shortcut, no BN
         skip = make_skip("A", width, width, 1, with_bn=False, always_project=getattr(combine, "always_project", False))
@@ -134,16 +134,17 @@ def init_weights(model: ResNet, scheme: str) -> None:
     trunc_normal: the same layers N(0, 0.02^2) cut at 2 std, biases 0 (ViT's, as in timm and BERT).
     torch_default: PyTorch's own layer init. In every scheme LayerNorms start at 1 / 0, the class
     token and position embeddings ~ N(0, 0.02^2) cut at 2 std, the classifier's bias at 0, and gate
-    biases keep the b_g their constructors set (He 2016b)."""
-    for name, m in model.named_modules():
+    biases keep the b_g their constructors set (He 2016b: their `own_init`, applied after this pass)."""
+    for m in model.modules():
         if not isinstance(m, (nn.Linear, nn.Conv2d)) or m is model.fc:
             continue
         if scheme == "he":
             nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="relu")
         elif scheme == "trunc_normal":
             nn.init.trunc_normal_(m.weight, std=TRUNC_STD, a=-2 * TRUNC_STD, b=2 * TRUNC_STD)
-        if m.bias is not None and scheme != "torch_default" and ".combine." not in f".{name}.":
+        if m.bias is not None and scheme != "torch_default":
             nn.init.zeros_(m.bias)
+    init_own(model, scheme, "fan_in", (nn.Linear, nn.Conv2d))
     if scheme == "trunc_normal":
         nn.init.trunc_normal_(model.fc.weight, std=TRUNC_STD, a=-2 * TRUNC_STD, b=2 * TRUNC_STD)
     for p in (model.stem.class_token, model.stem.position):

@@ -20,9 +20,7 @@ BATCH = 256  # images of the fixed batch; the digits test split has 360
 
 def gates_of(model: nn.Module) -> list[nn.Module]:
     """The gate module of every gated unit, in unit order (empty for a net without gates)."""
-    from ..model.shortcuts import _Gated
-
-    return [u.combine.gate for u in getattr(model, "units", []) if isinstance(u.combine, _Gated)]
+    return [u.combine.gate for u in getattr(model, "units", []) if getattr(u.combine, "gate", None) is not None]
 
 
 def fixed_batch(data, device) -> torch.Tensor | None:

@@ -12,11 +12,12 @@ import typer
 from .. import spec as spec_mod
 from ..training import testhook
 from ..spec import Spec
+from ..spec.datasets import DATASETS
 
 SpecArg = Annotated[Optional[str], typer.Argument(help="YAML spec file, or the name of a bundled config (see `resnet configs`).")]
 Depth = Annotated[Optional[int], typer.Option("--depth", help="model.depth: 6n+2 basic / 9n+2 bottleneck (CIFAR), 18..200 (ImageNet).")]
 Preact = Annotated[bool, typer.Option("--preact", help="model.unit=full_preact (He 2016b).")]
-Dataset = Annotated[Optional[str], typer.Option("--dataset", help="data.dataset: digits, synthetic, cifar10, cifar100, imagenet, mnist, fashion_mnist, kmnist (imagenet also means model.family=imagenet unless the spec names one).")]
+Dataset = Annotated[Optional[str], typer.Option("--dataset", help=f"data.dataset: {', '.join(DATASETS.names())} (imagenet also means model.family=imagenet unless the spec names one).")]
 DataDir = Annotated[Optional[str], typer.Option("--data-dir", help="data.dir: where the dataset lives.")]
 Epochs = Annotated[Optional[int], typer.Option("--epochs", help="optim.epochs (milestones reset to 50%/75%).")]
 Iters = Annotated[Optional[int], typer.Option("--iters", help="optim.iters (milestones reset to 50%/75%).")]

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..spec.datasets import CLASS_NAMES
 from ..errors import UserError
+from ..spec.datasets import DATASETS
+from ..spec.registry import Registry
 from . import cifar, digits, folders, mnist, synthetic
 from .batches import Batches, eval_batches
 from .folders import IMAGENET_MEAN, IMAGENET_STD, FolderBatches, FolderData
@@ -19,7 +20,7 @@ SPLITS = ("train", "val", "test")
 
 @dataclass
 class Data:
-    name: str  # one of datasets.DATASETS
+    name: str  # a row of spec.datasets.DATASETS
     train: Split | None  # None only for image-folder (imagenet) data
     test: Split | None
     val: Split | None  # held-out part of train when spec.val_split > 0
@@ -35,23 +36,33 @@ class Data:
     source: str = ""  # where the images were read from: a real path, or how they were made
 
 
-# Datasets that read no files: a data.dir given for them would be silently ignored.
-FILELESS = {"digits": digits.SOURCE, "synthetic": synthetic.SOURCE}
+# Readers by the name a dataset's row gives (spec/datasets.py `reader`): `read(data_spec)` returns a
+# `Raw` (tensors: split, subset and normalised by `load`) or a whole `Data` (image folders).
+READERS: Registry = Registry("dataset reader")
+READERS.register("digits")(digits.read)
+READERS.register("synthetic")(synthetic.read)
+READERS.register("cifar")(cifar.read)
+READERS.register("mnist")(mnist.read)
+
+
+@READERS.register("folders")
+def read_folders(spec) -> Data:
+    """ImageNet-style train/ and val/ folders, streamed from disk (data/folders.py)."""
+    folder = folders.read(spec)
+    return Data(spec.dataset, None, None, None, len(folder.classes), 3, spec.image_size, folder=folder,
+                classes=list(folder.classes), mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD),
+                source=str(folders.root_of(spec).resolve()))
 
 
 def load(spec) -> Data:
     """Read, split and normalise the dataset a `DataSpec` names (CPU tensors)."""
-    if spec.dir and spec.dataset in FILELESS:
+    row = DATASETS[spec.dataset]
+    if spec.dir and not row.reads_files:
         raise UserError(f"--data-dir {spec.dir} (data.dir): {spec.dataset} reads no files (it is "
-                        f"{FILELESS[spec.dataset]}); leave data.dir unset")
-    if spec.dataset == "imagenet":
-        folder = folders.read(spec)
-        return Data("imagenet", None, None, None, len(folder.classes), 3, spec.image_size, folder=folder,
-                    classes=list(folder.classes), mean=list(IMAGENET_MEAN), std=list(IMAGENET_STD),
-                    source=str(folders.root_of(spec).resolve()))
-    readers = {"digits": digits.read, "synthetic": synthetic.read, "cifar10": cifar.read, "cifar100": cifar.read,
-               "mnist": mnist.read, "fashion_mnist": mnist.read, "kmnist": mnist.read}
-    raw = readers[spec.dataset](spec)
+                        f"{row.files}); leave data.dir unset")
+    raw = READERS[row.reader](spec)
+    if isinstance(raw, Data):
+        return raw
     train_pos, val_pos, test_pos = positions(raw.train.y.numpy(), raw.test.y.numpy(), spec)
     train, test = take(raw.train, train_pos), take(raw.test, test_pos)
     val = take(raw.train, val_pos) if len(val_pos) else None
@@ -59,7 +70,7 @@ def load(spec) -> Data:
     if raw.normalise:
         mean, std = normalise_in_place(train, [s for s in (train, val, test) if s is not None])
     _, channels, size, _ = train.x.shape
-    names = raw.classes or CLASS_NAMES.get(spec.dataset) or tuple(str(i) for i in range(raw.num_classes))
+    names = raw.classes or row.class_names or tuple(str(i) for i in range(raw.num_classes))
     return Data(spec.dataset, train, test, val, raw.num_classes, channels, size, classes=list(names),
                 mean=mean, std=std, source=raw.source)
 

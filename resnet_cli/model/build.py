@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..spec import ModelSpec
+from ..spec.families import FAMILIES
 from .nets import ResNet, build_conv_net
 from .vit import build_vit
 
@@ -12,7 +13,7 @@ from .vit import build_vit
 def build_model(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     """Conv families (cifar, imagenet, digits: nets.py) or the token nets of family vit (vit.py);
     both come back as a `ResNet`: stem, `.units`, `head_act`, pool, fc."""
-    build = build_vit if m.family == "vit" else build_conv_net
+    build = {"conv": build_conv_net, "tokens": build_vit}[FAMILIES[m.family].net]
     return build(m, in_channels, num_classes)
 
 

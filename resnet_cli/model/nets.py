@@ -10,6 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..spec import ModelSpec, resolve_block, resolve_downsample, units_per_stage
+from ..spec.families import FAMILIES
 from .shortcuts import init_own
 from .units import ORDERINGS, ResidualUnit, act, make_unit
 
@@ -96,13 +97,13 @@ def _stem_channels(stem: nn.Module) -> int:
     return [m for m in stem.modules() if isinstance(m, nn.Conv2d)][0].out_channels
 
 
-def make_stem(family: str, in_channels: int, width: int, pre: str) -> nn.Module:
-    """CIFAR and digits: conv [BN] [ReLU], leaving out the part of BN-ReLU that the first unit's
+def make_stem(stem: str, in_channels: int, width: int, pre: str) -> nn.Module:
+    """The family's stem (spec/families.py). 3x3 (CIFAR and digits): conv [BN] [ReLU], leaving out the part of BN-ReLU that the first unit's
     pre-activation supplies (He 2016b: in pre-activation nets the first unit applies BN-ReLU right
-    after the stem conv, before its split). ImageNet: 7x7/2 conv-BN-ReLU, 3x3/2 max-pool for every
+    after the stem conv, before its split). 7x7_maxpool (ImageNet): 7x7/2 conv-BN-ReLU, 3x3/2 max-pool for every
     ordering (He 2016a Table 1; fb.resnet.torch `preresnet.lua` keeps it for pre-activation nets and
     gives the first unit no pre-activation of its own)."""
-    if family == "imagenet":
+    if stem == "7x7_maxpool":
         return nn.Sequential(nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=False),
                              act("bn_relu", width), nn.MaxPool2d(3, stride=2, padding=1))
     stem_act = {"": "bn_relu", "relu": "bn", "bn_relu": ""}[pre]
@@ -154,7 +155,8 @@ def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     order = ORDERINGS[m.unit]
     widths = list(m.widths)
     stem_width = widths[0]
-    stem = make_stem(m.family, in_channels, stem_width, order.pre)
+    stem_kind = FAMILIES[m.family].stem
+    stem = make_stem(stem_kind, in_channels, stem_width, order.pre)
     shortcut = m.shortcut.model_dump()
     units: list[ResidualUnit] = []
     cin = stem_width
@@ -163,7 +165,7 @@ def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
             stride = 2 if (stage > 0 and i == 0) else 1
             changes = stride != 1 or cin != width * (4 if block == "bottleneck" else 1)
             if not units:
-                pre_at = "none" if m.family == "imagenet" else "shared"
+                pre_at = "none" if stem_kind == "7x7_maxpool" else "shared"  # that stem ends in BN-ReLU
             else:
                 pre_at = "shared" if changes else "branch"
             unit = make_unit(block, cin, width, stride, m.unit, shortcut=shortcut,

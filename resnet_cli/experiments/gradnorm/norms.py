@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...spec.shortcut_kinds import SHORTCUT_KINDS
 from ...training.callbacks import GradNormCallback
 
 @dataclass
@@ -38,7 +39,7 @@ def direct_term(spec, units: int) -> list[float] | None:
     """The shortcut-only term of dx_L/dx_l through L - l units each scaled by lambda: lambda^(L-l).
     Exact for units with nothing after the addition (He 2016b eq. 4-5); drawn for comparison only."""
     sc = spec.model.shortcut
-    if sc.kind != "scale":
+    if SHORTCUT_KINDS[sc.kind].value != "shortcut_scale":  # a constant lambda on the shortcut
         return None
     return [sc.shortcut_scale ** (units - l) for l in range(units + 1)]
 
@@ -176,8 +177,8 @@ def figure(results: list[NetNorms], path) -> None:
 
 def variant_tree(base: dict, variant: str) -> dict:
     """Apply `name[:value]` terms joined by '+' to a spec tree. A unit ordering (He 2016b Table 2)
-    sets model.unit; a shortcut (Table 1) sets shortcut.kind, its value being lambda for `scale`,
-    the gate bias b_g for gates and p for `dropout`; `plain` is shortcut.kind none."""
+    sets model.unit; a shortcut (Table 1) sets shortcut.kind, its value the field its row names:
+    lambda for `scale`, the gate bias b_g for gates and p for `dropout`; `plain` is shortcut.kind none."""
     from ... import spec as spec_mod
     from ...errors import UserError
 
@@ -189,12 +190,11 @@ def variant_tree(base: dict, variant: str) -> dict:
         if name in spec_mod.UNITS + spec_mod.VIT_UNITS:
             spec_mod.set_dotted(tree, "model.unit", name)
             target = None
-        elif name in spec_mod.SHORTCUTS:
+        elif name in SHORTCUT_KINDS:
             spec_mod.set_dotted(tree, "model.shortcut.kind", name)
-            target = {"scale": "shortcut_scale", "exclusive_gate": "gate_bias", "shortcut_gate": "gate_bias",
-                      "highway": "gate_bias", "dropout": "dropout"}.get(name)
+            target = SHORTCUT_KINDS[name].value  # the field `:value` sets (spec/shortcut_kinds.py)
         else:
-            valid = ", ".join(("plain",) + spec_mod.UNITS + spec_mod.VIT_UNITS + spec_mod.SHORTCUTS)
+            valid = ", ".join(("plain",) + spec_mod.UNITS + spec_mod.VIT_UNITS + SHORTCUT_KINDS.names())
             raise UserError(f"--variant {variant}: unknown name '{name}'; valid: {valid} "
                             "(with :value for scale, gates and dropout; join with +)")
         if value:

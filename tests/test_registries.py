@@ -26,7 +26,6 @@ from resnet_cli.spec.datasets import DATASETS, Dataset
 from resnet_cli.spec.families import FAMILIES
 from resnet_cli.spec.registry import Registry
 from resnet_cli.spec.shortcut_kinds import SHORTCUT_KINDS, ShortcutKind
-from resnet_cli.spec import yamlio
 
 TOY_KIND, TOY_DATA = "toy_learned_scale", "toy_blobs"
 CHANNELS, CLASSES, SIDE = 2, 3, 6
@@ -84,9 +83,9 @@ def test_a_toy_shortcut_and_a_toy_dataset_train_end_to_end(toys, in_tmp):
     assert r.exit_code == 0, r.output
     summary = [json.loads(line) for line in r.stdout.splitlines() if line.strip()][-1]
     assert summary["status"] == "completed"
-    tree = yamlio.load_file(in_tmp / "run" / "spec.yaml")  # the resolved spec the run recorded
-    assert (tree["model"]["shortcut"]["kind"], tree["data"]["dataset"], tree["data"]["augment"], tree["data"]["pad"]) \
-        == (TOY_KIND, TOY_DATA, "crop_flip", 1)  # augment and pad: the row's `auto`
+    spec = S.load(in_tmp / "run" / "spec.yaml")  # the run directory reads back, toy names and all
+    assert (spec.model.shortcut.kind, spec.data.dataset, spec.data.augment, spec.data.pad) == \
+        (TOY_KIND, TOY_DATA, "crop_flip", 1)  # augment and pad: the row's `auto`
     weights = torch.load(in_tmp / "run" / "checkpoint.pt", weights_only=True)["model"]
     # The row's shape reached the net: 2 input channels, 3 classes.
     assert weights["stem.0.weight"].shape[1] == CHANNELS and weights["fc.weight"].shape[0] == CLASSES
@@ -94,7 +93,7 @@ def test_a_toy_shortcut_and_a_toy_dataset_train_end_to_end(toys, in_tmp):
     scalars = [v.item() for k, v in weights.items() if k.endswith("combine.a")]
     assert len(scalars) == 1 and scalars[0] != 0.5
     # One parameter more than the same net with identity shortcuts: the scalar.
-    same = S.build(None, [], [s for s in sets if "shortcut.kind" not in s])
+    same = S.load(None, (), [s for s in sets if "shortcut.kind" not in s])
     assert summary["params"] == count_params(build_model(same.model, CHANNELS, CLASSES)) + 1
     # The gradient-norm variant table reads the row's `value` field.
     tree = variant_tree({}, f"{TOY_KIND}:0.25")
@@ -192,7 +191,7 @@ def _gated_net(family: str, gate: str, init: str, depth: int = 8):
                  "model.depth=2", "model.widths=[32]"]
     else:
         sets += [f"model.depth={depth}"]
-    s = S.build(None, [], sets)
+    s = S.load(None, (), sets)
     torch.manual_seed(0)
     return build_model(s.model, *S.shape_of(s.data))
 

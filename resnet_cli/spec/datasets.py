@@ -80,13 +80,9 @@ _add("fashion_mnist")(Dataset(
 _add("kmnist")(Dataset("mnist", 1, 10, 28, "crop", 2, f"the IDX files in {_CACHE} (kmnist/)", _IDX,
                        class_names=("o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo")))
 
-MNIST_FAMILY = tuple(n for n, d in DATASETS.items() if d.reader == "mnist")  # 28x28 grey images in IDX files
-
 # Single columns, read live, for the code that indexes them by name.
 AUTO_AUGMENT: Mapping[str, tuple[str, int]] = Column(DATASETS, lambda d: (d.augment, d.pad))
-IMAGE_SIDES: Mapping[str, int] = Column(DATASETS, lambda d: d.side, lambda d: isinstance(d.side, int))
 PIXELS: Mapping[str, str] = Column(DATASETS, lambda d: d.pixels)
-CLASS_NAMES: Mapping[str, tuple[str, ...]] = Column(DATASETS, lambda d: d.class_names, lambda d: bool(d.class_names))
 
 
 def shape_of(data: Any) -> tuple[int, int]:

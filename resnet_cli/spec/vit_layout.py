@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .datasets import IMAGE_SIDES
+from .datasets import DATASETS
 from .layouts import check_depth
 from .registry import Registry
 
@@ -45,12 +45,9 @@ VIT_UNITS = TOKEN_ORDERINGS.names()
 
 
 def image_side(data) -> int:
-    """The side of the square images the net sees (a DataSpec: synthetic and ImageNet set their own)."""
-    if data.dataset == "synthetic":
-        return data.synthetic.image_size
-    if data.dataset == "imagenet":
-        return data.image_size
-    return IMAGE_SIDES[data.dataset]
+    """The side of the square images the net sees (a DataSpec): the dataset's row, or the key it names
+    (synthetic data and ImageNet folders set their own)."""
+    return DATASETS[data.dataset].value("side", data)
 
 
 def _divisors(n: int) -> str:

@@ -35,7 +35,7 @@ def test_every_cifar_combination_learns(block, unit, shortcut, downsample):
     model = build({"model": {"depth": depth, "block": block, "unit": unit, "downsample": downsample,
                              "widths": [2, 4, 4], "shortcut": {"kind": shortcut, "gate_bias": -1.0}}})
     assert len(model.units) == 6
-    if shortcut == "rezero":
+    if shortcut in ("rezero", "skipinit"):
         # alpha = 0 leaves option A's zero-padded channels identically 0 at init; a BN of an all-zero
         # channel jumps to unit variance on any step, however small. Start alpha off 0 to test learning.
         for unit in model.units:

@@ -12,7 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from ..spec import ModelSpec, resolve_block, resolve_downsample, units_per_stage
 from ..spec.families import FAMILIES
 from .shortcuts import init_own
-from .units import ORDERINGS, ResidualUnit, act, make_unit
+from .units import ORDERINGS, ResidualUnit, ScalarBias, act, make_unit
 
 
 class ResNet(nn.Module):
@@ -97,7 +97,7 @@ def _stem_channels(stem: nn.Module) -> int:
     return [m for m in stem.modules() if isinstance(m, nn.Conv2d)][0].out_channels
 
 
-def make_stem(stem: str, in_channels: int, width: int, pre: str) -> nn.Module:
+def make_stem(stem: str, in_channels: int, width: int, pre: str, norm: str = "batch") -> nn.Module:
     """The family's stem (spec/families.py). 3x3 (CIFAR and digits): conv [BN] [ReLU], leaving out the part of BN-ReLU that the first unit's
     pre-activation supplies (He 2016b: in pre-activation nets the first unit applies BN-ReLU right
     after the stem conv, before its split). 7x7_maxpool (ImageNet): 7x7/2 conv-BN-ReLU, 3x3/2 max-pool for every
@@ -105,9 +105,9 @@ def make_stem(stem: str, in_channels: int, width: int, pre: str) -> nn.Module:
     gives the first unit no pre-activation of its own)."""
     if stem == "7x7_maxpool":
         return nn.Sequential(nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=False),
-                             act("bn_relu", width), nn.MaxPool2d(3, stride=2, padding=1))
+                             act("bn_relu", width, norm), nn.MaxPool2d(3, stride=2, padding=1))
     stem_act = {"": "bn_relu", "relu": "bn", "bn_relu": ""}[pre]
-    return nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1, bias=False), act(stem_act, width))
+    return nn.Sequential(nn.Conv2d(in_channels, width, 3, padding=1, bias=False), act(stem_act, width, norm))
 
 
 def he_init(model: nn.Module) -> None:
@@ -131,7 +131,7 @@ def he_init(model: nn.Module) -> None:
 _ZEROED = {"bn": nn.BatchNorm2d, "conv": nn.Conv2d}
 
 
-def zero_init_last(model: ResNet, ordering: str) -> None:
+def zero_init_last(model: ResNet, ordering: str, norm: str = "batch") -> None:
     """Start every branch at F(x) = 0, so each unit starts as its shortcut, with a gradient left.
 
     The zeroed weight is the branch's last op before the addition (`Ordering.zero_init`): the last
@@ -148,15 +148,36 @@ def zero_init_last(model: ResNet, ordering: str) -> None:
         nn.init.zeros_(last.weight)
 
 
+def fixup_init(model: ResNet) -> None:
+    """Fixup (Zhang, Dauphin and Ma 2019, sec. 3, rules 1-2; the authors' fixup_resnet_cifar.py):
+    the classifier and the last conv of every branch start at 0; every other branch conv is drawn
+    from He et al. 2015 (N(0, 2 / (k*k*C_out)), fan_out as in `he_init` and in the authors' code)
+    and scaled by L^(-1 / (2m - 2)), with L the number of residual units and m the convs in a
+    branch (2 in a basic unit: L^(-1/2); 3 in a bottleneck: L^(-1/4)). The stem and the
+    projections keep the net's init."""
+    n_units = len(model.units)
+    for unit in model.units:
+        convs = [m for m in unit.branch.modules() if isinstance(m, nn.Conv2d)]
+        scale = n_units ** (-1.0 / (2 * len(convs) - 2))
+        for conv in convs[:-1]:
+            fan_out = conv.weight.shape[0] * conv.weight.shape[2] * conv.weight.shape[3]
+            nn.init.normal_(conv.weight, 0.0, (2.0 / fan_out) ** 0.5 * scale)
+        nn.init.zeros_(convs[-1].weight)
+    nn.init.zeros_(model.fc.weight)
+    nn.init.zeros_(model.fc.bias)
+
+
 def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     """The conv families' nets from a ModelSpec (through `build.build_model`); every block takes
     explicit arguments."""
     block = resolve_block(m)
     order = ORDERINGS[m.unit]
     widths = list(m.widths)
-    stem_width = widths[0]
-    stem_kind = FAMILIES[m.family].stem
-    stem = make_stem(stem_kind, in_channels, stem_width, order.pre)
+    family = FAMILIES[m.family]
+    stem_width = family.stem_width or widths[0]  # WRN: a 16-channel stem before stages of 16k (Zagoruyko 2016)
+    stem_kind = family.stem
+    stem = make_stem(stem_kind, in_channels, stem_width, order.pre, m.norm)
+    n_total = sum(units_per_stage(m))
     shortcut = m.shortcut.model_dump()
     units: list[ResidualUnit] = []
     cin = stem_width
@@ -168,18 +189,25 @@ def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
                 pre_at = "none" if stem_kind == "7x7_maxpool" else "shared"  # that stem ends in BN-ReLU
             else:
                 pre_at = "shared" if changes else "branch"
+            # Huang et al. 2016 eq. 4: p_l = 1 - (l / L)(1 - p_L) for unit l = 1..L.
+            survival = 1.0 - (len(units) + 1) / n_total * (1.0 - m.stochastic_depth)
             unit = make_unit(block, cin, width, stride, m.unit, shortcut=shortcut,
-                             downsample=resolve_downsample(m), pre_at=pre_at, bottleneck_stride=m.bottleneck_stride)
+                             downsample=resolve_downsample(m), pre_at=pre_at, bottleneck_stride=m.bottleneck_stride,
+                             norm=m.norm, dropout=m.dropout, survival=survival)
             units.append(unit)
             cin = unit.out_channels
     # Pre-activation nets end with one more BN-ReLU before pooling (He 2016b, authors' code):
     # the last unit's sum is otherwise never normalised. Generally: the unit's pre-activation once more.
-    head_act = act(order.pre, cin)
+    head_act = act(order.pre, cin, m.norm)
+    if m.norm == "fixup":  # Fixup's scalar bias before the classifier (bias2 in the authors' code)
+        head_act = nn.Sequential(head_act, ScalarBias())
     model = ResNet(stem, units, head_act, num_classes)
     if m.init == "he":
         he_init(model)
     # torch_default: each layer keeps the init PyTorch gave it when it was built, drawn in build order
     # (stem conv, each unit's convs, fc weight and bias) from the global generator.
+    if m.norm == "fixup":
+        fixup_init(model)
     if m.zero_init_last_bn:
-        zero_init_last(model, m.unit)
+        zero_init_last(model, m.unit, m.norm)
     return model

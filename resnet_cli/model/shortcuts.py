@@ -259,6 +259,14 @@ class ReZero(Combiner):
         return skip + self.alpha * fx
 
 
+@COMBINERS.register("skipinit")
+class SkipInit(ReZero):
+    """De and Smith 2020 (SkipInit): a learned scalar alpha at the end of each residual branch,
+    initialised at 0, in a net whose normalisation is removed. The same form as ReZero (both papers
+    appeared in 2020, independently); registered under its own name so studies label their rows with
+    the paper they test, as highway nets beside exclusive gating."""
+
+
 def combiner_for(shortcut: dict, in_channels: int, out_channels: int, stride: int) -> Combiner:
     """The combiner registered under `shortcut["kind"]`, built from a shortcut section's settings
     (a dict of ShortcutSpec's fields)."""

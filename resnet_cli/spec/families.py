@@ -20,6 +20,9 @@ class Family:
     # (fb.resnet.torch preresnet.lua). patches: a ViT's patch embedding.
     stem: str
     net: str  # "conv" (model/nets.py) or "tokens" (model/vit.py)
+    stem_width: int | None = None  # the stem conv's width when it is not the first stage's
+    unit: str | None = None  # the ordering a spec that names none gets (None: the schema's default)
+    widen: bool = False  # widths are the base widths times `model.widen` (WRN-d-k's k)
 
 
 FAMILIES: Registry[Family] = Registry("model family")
@@ -27,4 +30,9 @@ FAMILIES.register("cifar")(Family(widths=(16, 32, 64), stem="3x3", net="conv")) 
 FAMILIES.register("imagenet")(Family(widths=(64, 128, 256, 512), stem="7x7_maxpool", net="conv"))  # Table 1
 # The "Residual Connection" article's digits nets: one stage of 16 on 8x8 images.
 FAMILIES.register("digits")(Family(widths=(16,), stem="3x3", net="conv"))
+# Wide residual nets, WRN-d-k (Zagoruyko and Komodakis 2016, Table 1): a 3x3 conv to 16 channels,
+# three stages of 16k, 32k, 64k, (d - 4) / 6 full pre-activation units each, a projection where the
+# width changes (the authors' wide-residual-networks code: a 1x1 conv when in and out differ).
+FAMILIES.register("wrn")(Family(widths=(16, 32, 64), stem="3x3", net="conv", stem_width=16, unit="full_preact",
+                                widen=True))
 FAMILIES.register("vit")(Family(widths=(DEFAULT_VIT_WIDTH,), stem="patches", net="tokens"))  # docs/vit.md

@@ -34,6 +34,12 @@ def check_depth(model) -> None:
         if d not in IMAGENET_LAYOUTS:
             raise ValueError(f"model.depth {d} is not an ImageNet ResNet; valid: {', '.join(map(str, IMAGENET_LAYOUTS))}")
         return
+    if model.family == "wrn":
+        if d < 10 or (d - 4) % 6:
+            raise ValueError(f"model.depth {d} is not 6n+4 for a wide residual net; nearest: {_nearest(d, 4, 6)}")
+        if model.block not in (None, "basic"):
+            raise ValueError("model.block: a wide residual net is made of basic units (Zagoruyko and Komodakis 2016)")
+        return
     if model.family == "digits":
         if d < 4 or d % 2:
             raise ValueError(f"model.depth {d} is not 2n+2 with n >= 1 for the digits net; nearest: {_nearest(d, 2, 2)}")
@@ -54,7 +60,7 @@ def resolve_block(model) -> str:
         return None
     if model.family == "imagenet":
         return IMAGENET_LAYOUTS.get(model.depth, ("basic", ()))[0]
-    if model.family == "digits":
+    if model.family in ("digits", "wrn"):
         return "basic"
     d = model.depth
     if d in CIFAR_BOTTLENECK_DEPTHS or ((d - 2) % 6 and not (d - 2) % 9):
@@ -68,6 +74,8 @@ def units_per_stage(model) -> tuple[int, ...]:
         return IMAGENET_LAYOUTS[model.depth][1]
     if model.family == "digits":
         return ((model.depth - 2) // 2,)
+    if model.family == "wrn":  # depth 6n+4: 6n convs in units, the stem, the fc and two projections
+        return ((model.depth - 4) // 6,) * 3
     if model.family == "vit":  # one stage at one width: depth blocks of two units (attention, MLP)
         return (2 * model.depth,)
     per_unit = 3 if resolve_block(model) == "bottleneck" else 2
@@ -83,7 +91,7 @@ def resolve_downsample(model) -> str:
     ImageNet (He 2016a sec. 4.1). So `--depth 1001 --preact` is the authors' ResNet-1001."""
     if model.downsample is not None or model.family == "vit":  # a vit never changes shape
         return model.downsample
-    if model.family == "imagenet" or resolve_block(model) == "bottleneck":
+    if model.family in ("imagenet", "wrn") or resolve_block(model) == "bottleneck":
         return "B"
     return "A"
 
@@ -102,3 +110,19 @@ def resolve_warmup(model, warmup_iters: int | str) -> int:
     if model.family != "cifar" or (model.unit == "original" and model.depth < 110):
         return 0
     return WARMUP_ITERS
+
+
+def check_norm(model) -> None:
+    """The fields of the later answers (docs/normfree.md): `norm`, `widen`, `stochastic_depth`,
+    `dropout`, each where it can be built."""
+    if model.family == "vit" and (model.norm != "batch" or model.stochastic_depth < 1 or model.dropout):
+        raise ValueError("model.norm, model.stochastic_depth and model.dropout apply to the conv families; a vit's "
+                         "normalisation is its model.unit (no_ln: none)")
+    if model.stochastic_depth < 1 and model.shortcut.kind == "none":
+        raise ValueError("model.stochastic_depth drops residual branches; a plain net (model.shortcut.kind: none) "
+                         "has no shortcut to carry the signal past a dropped one")
+    wide = model.family == "wrn"
+    if wide and model.widen is None:
+        raise ValueError("model.family wrn needs model.widen, the widening factor k of WRN-d-k (e.g. 10 for WRN-28-10)")
+    if not wide and model.widen is not None:
+        raise ValueError(f"model.widen applies to model.family wrn only (this is {model.family}); remove it")

@@ -24,7 +24,7 @@ from .datasets import AUTO_AUGMENT, DATASETS, shape_of  # noqa: F401  (re-export
 from .families import FAMILIES  # noqa: F401  (re-exported)
 from ..errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
-    CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, resolve_block, resolve_downsample, resolve_warmup,
+    CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, check_norm, resolve_block, resolve_downsample, resolve_warmup,
     units_per_stage,
 )
 from .orderings import UNITS, check_zero_init  # noqa: F401  (UNITS re-exported: He 2016b Table 2)
@@ -105,6 +105,17 @@ class ModelSpec(_Section):
     pool: Literal["cls", "mean"] = "cls"
     final_norm: bool | None = None
     image_size: Annotated[int, Field(ge=1)] | None = None  # None: the dataset's image side
+    # What fills the BN slots of the conv families (docs/normfree.md): batch (He 2016a); none (identities,
+    # the orderings keep their shape); fixup (Zhang, Dauphin and Ma 2019: scalar biases and a branch
+    # multiplier in their place, and Fixup's init).
+    norm: Literal["batch", "none", "fixup"] = "batch"
+    # Stochastic depth (Huang et al. 2016): p_L, the last unit's probability of running its branch in
+    # a training step; unit l of L survives with 1 - (l / L)(1 - p_L). 1: off. The paper: 0.5.
+    stochastic_depth: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    # Dropout between the convs of each branch (Zagoruyko and Komodakis 2016: 0.3 in WRN). 0: none.
+    dropout: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+    # family wrn only: the widening factor k of WRN-d-k (widths 16k, 32k, 64k).
+    widen: Annotated[int, Field(ge=1)] | None = None
 
 
 class SyntheticSpec(_Section):
@@ -257,6 +268,7 @@ class Spec(_Section):
     @model_validator(mode="after")
     def _depth(self) -> Spec:
         check_model(self.model, self.data, UNITS)
+        check_norm(self.model)
         check_zero_init(self.model)
         return self
 
@@ -272,6 +284,7 @@ def validate(tree: Any, source: str = "spec") -> Spec:
         raise UserError(f"{source}: a spec is a mapping of sections (model, data, optim, train, run), got {type(tree).__name__}")
     tree = copy.deepcopy(tree)
     _family_from_dataset(tree)
+    _unit_from_family(tree)
     try:
         return Spec.model_validate(tree)
     except ValidationError as err:
@@ -318,6 +331,14 @@ def _family_from_dataset(tree: dict) -> None:
             tree.setdefault("model", {})["family"] = "imagenet"
 
 
+def _unit_from_family(tree: dict) -> None:
+    """A family with an ordering of its own (wrn: full pre-activation) gets it unless the spec names one."""
+    model = tree.get("model")
+    if isinstance(model, dict) and isinstance(model.get("family"), str) and "unit" not in model:
+        if model["family"] in FAMILIES and FAMILIES[model["family"]].unit is not None:
+            model["unit"] = FAMILIES[model["family"]].unit
+
+
 # ---------------------------------------------------------------------------------------------
 # Resolution of the open (None / auto) fields
 
@@ -326,7 +347,7 @@ def resolve(spec: Spec) -> Spec:
     m, d, o = spec.model, spec.data, spec.optim
     model = m.model_copy(update={
         "block": resolve_block(m),
-        "widths": list(m.widths) if m.widths is not None else list(DEFAULT_WIDTHS[m.family]),
+        "widths": list(m.widths) if m.widths is not None else _default_widths(m),
         "downsample": resolve_downsample(m), **resolve_vit(m, d),
     })
     n_stages = len(units_per_stage(model))
@@ -342,6 +363,11 @@ def resolve(spec: Spec) -> Spec:
     optim = o.model_copy(update={"milestones": None if milestones is None else list(milestones),
                                  "warmup_iters": resolve_warmup(model, o.warmup_iters)})
     return spec.model_copy(update={"model": model, "data": data, "optim": optim})
+
+
+def _default_widths(m: ModelSpec) -> list[int]:
+    base = list(DEFAULT_WIDTHS[m.family])
+    return [w * m.widen for w in base] if FAMILIES[m.family].widen else base
 
 
 def to_tree(spec: Spec) -> dict:

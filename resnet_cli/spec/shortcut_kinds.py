@@ -43,6 +43,7 @@ _add("dropout")(ShortcutKind("y = m x + F(x), m ~ Bernoulli(1 - p): dropout shor
 _add("highway")(ShortcutKind("y = T H(x) + (1 - T) x: highway units (Srivastava et al. 2015)",
                              fields=GATE_FIELDS, value="gate_bias", gated=True))
 _add("rezero")(ShortcutKind("y = x + alpha F(x), alpha learned from 0 (Bachlechner et al. 2020)"))
+_add("skipinit")(ShortcutKind("y = x + alpha F(x), alpha learned from 0, at the branch's end (De and Smith 2020)"))
 
 
 def is_plain(kind: str) -> bool:

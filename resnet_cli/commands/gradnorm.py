@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from ..cli import command
-from . import common
+from . import common, signal_view
 
 DEFAULT_VARIANTS = ("plain", "original", "full_preact", "scale:0.5", "exclusive_gate")
 # The base for --variant when no --base is given: ResNet-110 (He 2016b's net for Tables 1-2) with
@@ -61,6 +61,9 @@ def gradnorm(
     out: Annotated[str | None, typer.Option(
         "--out", help="Figure path (PNG). Default: ./gradnorm.png; --responses: RUN_DIR/responses.png for one "
                       "run, ./responses.png for several. --jacobian draws no figure.")] = None,
+    signal: Annotated[bool, typer.Option(
+        "--signal", help="Signal propagation at init (Brock, De and Smith 2021) of the SPECs, or of ResNet-110 with "
+                         "BN, without, Fixup, SkipInit and ReZero on digits; docs/normfree.md.")] = False,
     json_: common.Json = False,
 ) -> None:
     """Gradient norm of every weight layer and of each unit's input, side by side for several nets;
@@ -86,6 +89,8 @@ def gradnorm(
         return _responses(fmt, specs, split, device or "cpu", out, layers, threads)
     overrides = common.flag_overrides(depth=depth, dataset=dataset, data_dir=data_dir, batch_size=batch_size,
                                       seed=seed, device=device, threads=threads)
+    if signal:
+        return signal_view.signal(fmt, specs or [], overrides, set_ or [], out)
     named = _named_specs(specs or [], variant or [], base, overrides, set_ or [])
     _norms(fmt, named, steps, out, layers)
 

@@ -68,6 +68,8 @@ PATHS_NETS = {"residual26pre": ("--preact",), "residual56pre": ("--depth", "56",
 EXPORT = "runs/docs/export"  # docs/export.md: the digits ResNet-26 in each format, format -> file name
 EXPORT_FORMATS = {"torchscript": "res26.pt", "onnx": "res26.onnx", "state_dict": "res26-weights.pt"}
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
+# docs/normfree.md's study (Fixup, SkipInit, ReZero, stochastic depth), its table in ablate.md: two workers of one thread.
+NORM_STUDIES = ("normalisation",)
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
 # Fashion-MNIST (`make docs-fashion`, about 5 hours on 2 cores): He 2016a Fig. 1/6 on real images,
@@ -160,6 +162,11 @@ def _jobs() -> dict[str, Job]:
         out = f"runs/docs/ablate/{study}"
         jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--jobs", "1", "--out", out,
                                             "--figure", f"docs/figures/ablate-{study}.png", "--json"), fresh=(out,)))
+    for study in NORM_STUDIES:
+        out = f"runs/docs/ablate/{study}"
+        jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--jobs", "2", "--threads", "1",
+                                            "--out", out, "--figure", f"docs/figures/ablate-{study}.png", "--json"),
+                        fresh=(out,)))
     for init, fig in VIT_GRADNORM.items():
         jobs.append(Job(f"gradnorm-vit-{init}", ("gradnorm", "--base", "vit/digits-tiny", "-v", "post_ln", "-v", "pre_ln",
                                                  "--depth", "24", "--set", f"model.init={init}",
@@ -270,6 +277,8 @@ def _sections() -> list[Section]:
                  for s in FASHION_STUDIES]
     sections += [Section(f"ablate-{s}", "vit.md", (f"ablate-{s}",), lambda o, s=s: S.ablate_table(o[f"ablate-{s}"]),
                          target="docs-studies") for s in VIT_STUDIES]
+    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: _study(o[f"ablate-{s}"], s),
+                         target="docs-studies") for s in NORM_STUDIES]
     sections.append(Section("ablate-vit-times", "vit.md", tuple(f"ablate-{s}" for s in VIT_STUDIES),
                             lambda o: S.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1])
                                                             for s in VIT_STUDIES]), target="docs-studies"))

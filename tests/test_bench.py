@@ -93,7 +93,7 @@ def test_flops_of_a_single_conv():
 
 
 def test_flops_ignore_checkpointing_recomputation():
-    sp = S.build(None, sets=["model.depth=20", "model.unit=full_preact", "model.widths=[4,4,8]"])
+    sp = S.load(None, sets=["model.depth=20", "model.unit=full_preact", "model.widths=[4,4,8]"])
     model = build_model(sp.model, 3, 10)
     plain = bench.flops_per_image(model, (3, 32, 32))
     model.checkpoint_segments = 3
@@ -105,7 +105,7 @@ def test_flops_ignore_checkpointing_recomputation():
     ["model.depth=164", "model.unit=full_preact", "model.downsample=B", "model.widths=[4,4,8]"],
 ])
 def test_baseline_has_our_parameter_count(sets):
-    sp = S.build(None, sets=sets)
+    sp = S.load(None, sets=sets)
     m = sp.model
     ours = count_params(build_model(m, 3, 10))
     assert count_params(B.resnet_cifar(m.depth, m.block, tuple(m.widths), 10)) == ours
@@ -126,7 +126,7 @@ def test_variants_are_the_product_of_the_axes():
 
 
 def test_default_segments_are_about_sqrt_units():
-    assert bench.default_segments(S.build("preact/resnet1001-cifar10")) == 18  # 333 units
+    assert bench.default_segments(S.load("preact/resnet1001-cifar10")) == 18  # 333 units
 
 
 def test_a_busy_machine_gets_a_warning_and_the_json_records_it(in_tmp, monkeypatch):

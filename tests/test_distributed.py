@@ -39,7 +39,7 @@ def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(tmp_path
 
     # The reference: one process, each global batch split in the same two halves, gradients summed
     # over the halves (each half's BatchNorm normalises that half, as each rank does).
-    spec = S.build(ARGS[0], sets=[a for a in ARGS[1:] if "=" in a and not a.startswith("--")],
+    spec = S.load(ARGS[0], sets=[a for a in ARGS[1:] if "=" in a and not a.startswith("--")],
                    overrides=[("optim.iters", 4), ("optim.epochs", None), ("optim.milestones", None),
                               ("optim.batch_size", 32)])
     torch.manual_seed(spec.run.seed)

@@ -37,7 +37,7 @@ def reader(fmt, path):
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         return lambda x: torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
     info = json.loads(path.with_name(path.name + ".json").read_text())
-    spec = S.build(str(path.with_name(path.name + ".spec.yaml")))
+    spec = S.load(str(path.with_name(path.name + ".spec.yaml")))
     model = build_model(spec.model, info["input"]["input_shape"][0], info["num_classes"])
     model.load_state_dict(torch.load(path, weights_only=True))
     return model.eval()

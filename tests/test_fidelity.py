@@ -94,7 +94,7 @@ def test_table2_row_a_is_he_2016a_resnet110():
     plan = study.plan("activation", "paper")
     row_a = plan.rows[0]
     assert row_a.label.startswith("(a)")
-    assert row_a.spec.model == spec_mod.build("cifar/resnet110").model
+    assert row_a.spec.model == spec_mod.load("cifar/resnet110").model
     assert count_params(build_model(row_a.spec.model, 3, 10)) == 1_727_962
     for row in plan.rows:  # every 164-layer row is a bottleneck net with projections (He 2016b)
         if row.spec.model.depth == 164:
@@ -108,7 +108,7 @@ def test_table2_row_a_is_he_2016a_resnet110():
 @pytest.mark.parametrize("kind", ["identity", "exclusive_gate", "shortcut_gate", "highway", "conv1x1", "scale"])
 def test_every_conv_has_he_statistics(kind):
     torch.manual_seed(0)
-    s = spec_mod.build(None, [("model.depth", 20), ("model.shortcut.kind", kind), ("model.downsample", "B")])
+    s = spec_mod.load(None, [("model.depth", 20), ("model.shortcut.kind", kind), ("model.downsample", "B")])
     model = build_model(s.model, 3, 10)
     convs = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Conv2d)]
     assert any("gate" in name for name, _ in convs) == (kind in ("exclusive_gate", "shortcut_gate", "highway"))
@@ -256,7 +256,7 @@ def _article_run(depth: int, residual: bool, seed: int, epochs: int):
 
 
 def test_torch_default_init_is_pytorchs_own():
-    s = spec_mod.build("digits/plain26")
+    s = spec_mod.load("digits/plain26")
     assert s.model.init == "torch_default"
     torch.manual_seed(3)
     ours = build_model(s.model, 1, 10)
@@ -273,7 +273,7 @@ def _train_ours(config: str, seed: int, **sets):
     from resnet_cli.training.trainer import Trainer
 
     items = [f"run.seed={seed}"] + [f"{k}={v}" for k, v in sets.items()]
-    trainer = Trainer(spec_mod.build(config, sets=items))
+    trainer = Trainer(spec_mod.load(config, sets=items))
     first = {}
 
     class Probe(Callback):
@@ -312,10 +312,10 @@ def test_global_shuffle_resumes_exactly(tmp_path):
     from resnet_cli.training.trainer import Trainer
 
     items = ["optim.epochs=2", "run.seed=1", "train.checkpoint_every=0"]
-    whole = Trainer(spec_mod.build("digits/plain8", sets=items))
+    whole = Trainer(spec_mod.load("digits/plain8", sets=items))
     whole.run()
 
-    spec = spec_mod.build("digits/plain8", sets=items)
+    spec = spec_mod.load("digits/plain8", sets=items)
     rd = RunDir(tmp_path / "run")
     rd.create(spec, {})
 
@@ -341,16 +341,16 @@ def test_global_shuffle_resumes_exactly(tmp_path):
 
 
 def test_warmup_note_names_the_key():
-    one = spec_mod.build(None, [("optim.epochs", 1), ("optim.iters", None), ("optim.milestones", None),
+    one = spec_mod.load(None, [("optim.epochs", 1), ("optim.iters", None), ("optim.milestones", None),
                                 ("model.unit", "full_preact")])  # He 2016b: 400 iterations of warm-up
     # 469 iterations (60k images at batch 128), no lr step in a 1-epoch run: 400 of warm-up is 85% of it
     note = schedule.warmup_note(one.optim, 469)
     assert note is not None and "optim.warmup_iters 400" in note and "469" in note
-    steps = spec_mod.build(None, [("optim.iters", 600), ("optim.warmup_iters", 400)])  # steps at 300 and 450: before the warm-up ends
+    steps = spec_mod.load(None, [("optim.iters", 600), ("optim.warmup_iters", 400)])  # steps at 300 and 450: before the warm-up ends
     note = schedule.warmup_note(steps.optim, 469)
     assert note is not None and "first lr step at iteration 300" in note and "never returns" in note
     assert schedule.warmup_note(one.optim, 1000) is None  # 400 of 1000 iterations: back to 0.1 for 60%
-    assert schedule.warmup_note(spec_mod.build(None, [("model.depth", 110)]).optim, 391) is None  # the papers' 64k iterations
+    assert schedule.warmup_note(spec_mod.load(None, [("model.depth", 110)]).optim, 391) is None  # the papers' 64k iterations
 
 
 def test_train_prints_the_warmup_note(tmp_path):
@@ -368,7 +368,7 @@ def test_train_prints_the_warmup_note(tmp_path):
 
 
 def test_imagenet_preact_stem_and_first_unit():
-    s = spec_mod.build("imagenet/preact-resnet200", sets=["model.widths=[2,2,2,2]"])
+    s = spec_mod.load("imagenet/preact-resnet200", sets=["model.widths=[2,2,2,2]"])
     assert s.model.unit == "full_preact" and s.model.depth == 200
     model = build_model(s.model, 3, 5)
     kinds = [type(m).__name__ for m in model.stem.modules()][1:]
@@ -394,5 +394,5 @@ def test_imagenet_preact_stem_and_first_unit():
     # an ordinary unit pre-activates inside its branch: its conv input is BN-ReLU(x), not x
     assert not torch.equal(seen["second_in"], seen["first_out"]) and seen["second_in"].min() >= 0
     assert seen["first_out"].min() < 0  # nothing after the addition
-    original = build_model(spec_mod.build("imagenet/resnet200", sets=["model.widths=[2,2,2,2]"]).model, 3, 5)
+    original = build_model(spec_mod.load("imagenet/resnet200", sets=["model.widths=[2,2,2,2]"]).model, 3, 5)
     assert original.units[0].branch[0].__class__ is nn.Identity  # the original unit has no pre-activation

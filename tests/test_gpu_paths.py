@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs the
 
 
 def _tiny(segments: int = 0):
-    spec = S.build(None, [("data.dataset", "synthetic"), ("model.depth", 8), ("model.widths", [4, 8, 16])])
+    spec = S.load(None, [("data.dataset", "synthetic"), ("model.depth", 8), ("model.widths", [4, 8, 16])])
     torch.manual_seed(0)
     model = build_model(spec.model, 3, 10)
     model.checkpoint_segments = segments
@@ -124,7 +124,7 @@ def test_select_on_cuda_sets_tf32_by_precision(monkeypatch):
     monkeypatch.setattr(runtime, "set_tf32", calls.append)
     monkeypatch.setattr(runtime, "set_determinism", lambda on, cuda: None)
     for precision, allowed in (("fp32", False), ("auto", True), ("fp16", True)):
-        spec = S.build(None, [("run.precision", precision), ("run.device", "cuda")])
+        spec = S.load(None, [("run.precision", precision), ("run.device", "cuda")])
         rt = runtime.select(spec.run, spec.train)
         assert calls[-1] is allowed, precision
         assert rt.precision == {"auto": "bf16"}.get(precision, precision)
@@ -222,7 +222,7 @@ def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_pa
     assert len(state["rng"]) == 2  # one entry per rank, each rank seeded apart
     assert not torch.equal(state["rng"][0]["torch"], state["rng"][1]["torch"])
     # The sharded, all-reduced evaluation equals evaluating the saved model on the whole test split.
-    spec = S.build(str(out / "spec.yaml"))
+    spec = S.load(str(out / "spec.yaml"))
     data = D.load(spec.data)
     model = build_model(spec.model, data.in_channels, data.num_classes)
     model.load_state_dict(state["model"])

@@ -188,13 +188,13 @@ def test_response_points_follow_the_unit_ordering():
 
 
 def test_responses_of_a_trained_run(in_tmp):
-    from resnet_cli import output
-    from resnet_cli.commands.train import run
+    from resnet_cli.training.session import open_run
 
-    spec = S.build(None, sets=["model.family=digits", "model.depth=6", "model.widths=[4]", "data.dataset=digits",
+    spec = S.load(None, sets=["model.family=digits", "model.depth=6", "model.widths=[4]", "data.dataset=digits",
                                "data.train_subset=128", "optim.iters=4", "optim.batch_size=32", "run.device=cpu",
                                "run.out=r6"])
-    run(spec, fmt=output.Format.JSON, quiet=True)
+    with open_run(spec) as session:
+        session.train()
     res = CliRunner().invoke(app, ["gradnorm", "--responses", "r6", "--json"])
     assert res.exit_code == 0, res.output
     objs = lines(res.stdout)

@@ -106,7 +106,7 @@ def test_trainer_runs_on_an_image_folder(tmp_path, shuffle):
     from resnet_cli.training.trainer import Trainer
 
     fake_folder(tmp_path, {"a": (3, 1), "b": (3, 1)})
-    s = spec_mod.build("imagenet/resnet200", sets=[
+    s = spec_mod.load("imagenet/resnet200", sets=[
         "model.depth=18", "model.widths=[2,2,2,2]", f"data.dir={tmp_path}", "data.image_size=32", "data.workers=0",
         f"data.shuffle={shuffle}", "optim.batch_size=3", "optim.iters=2", "optim.epochs=null",
         "optim.milestones=null", "train.eval_every=end", "train.checkpoint_every=0", "run.device=cpu"])

@@ -219,7 +219,7 @@ def test_threads_flag_is_run_threads():
 def test_digits_configs_resolve_to_one_thread(name):
     from resnet_cli import spec as spec_mod
 
-    assert spec_mod.build(f"digits/{name}").run.threads == 1
+    assert spec_mod.load(f"digits/{name}").run.threads == 1
 
 
 def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path):

@@ -244,9 +244,9 @@ def test_dry_run_needs_no_files_and_counts_a_one_channel_resnet20():
     ("cifar10", "crop_flip", 4), ("digits", "none", 4),
 ])
 def test_auto_augmentation(dataset, augment, pad):
-    s = S.build(overrides=[("data.dataset", dataset)])
+    s = S.load(overrides=[("data.dataset", dataset)])
     assert (s.data.augment, s.data.pad) == (augment, pad)
-    s = S.build(overrides=[("data.dataset", dataset)], sets=["data.pad=3", "data.augment=flip"])
+    s = S.load(overrides=[("data.dataset", dataset)], sets=["data.pad=3", "data.augment=flip"])
     assert (s.data.augment, s.data.pad) == ("flip", 3)  # set by hand: kept
 
 
@@ -273,7 +273,7 @@ def test_depth56_trains_on_28x28_for_every_unit_and_shortcut(tmp_path, fake_dir,
     from resnet_cli.training.rundir import RunDir
     from resnet_cli.training.trainer import Trainer
 
-    spec = S.build(overrides=[("data.dataset", "fashion_mnist"), ("data.dir", str(fake_dir)),
+    spec = S.load(overrides=[("data.dataset", "fashion_mnist"), ("data.dir", str(fake_dir)),
                               ("data.download", False), ("model.depth", 56), ("model.unit", unit),
                               ("model.shortcut.kind", kind), ("model.widths", [2, 2, 4]),
                               ("optim.batch_size", 8), ("optim.iters", 2), ("optim.warmup_iters", 0),

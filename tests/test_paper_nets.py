@@ -94,7 +94,7 @@ def built(tree, in_channels=3, classes=10):
 
 
 def bundled(name, classes=10):
-    s = S.build(name)
+    s = S.load(name)
     return build_model(s.model, 3, classes)
 
 

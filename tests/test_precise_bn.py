@@ -123,7 +123,7 @@ def test_statistics_that_are_already_exact_are_unchanged():
 
 
 def trained(*sets):
-    spec = S.build("digits/residual8", sets=["model.widths=[4]", "optim.epochs=2", *sets])
+    spec = S.load("digits/residual8", sets=["model.widths=[4]", "optim.epochs=2", *sets])
     t = Trainer(spec)
     t.run()
     return t

@@ -89,7 +89,7 @@ def test_configs_lists_every_bundled_file_and_each_spec_builds():
         {row["name"] for row in specs}
     for row in specs:
         assert row["use"] == f"resnet train {row['name']}" and row["about"]
-        S.build(row["name"])  # the advertised command's spec is valid
+        S.load(row["name"])  # the advertised command's spec is valid
     assert {row["kind"] for row in rows} == {"spec", "study", "degrade"}
 
 
@@ -149,8 +149,8 @@ def test_force_resume_rewrites_spec_yaml_and_keeps_the_old_one(in_tmp):
     assert "spec.yaml rewritten" in r.stderr
     (kept,) = (in_tmp / "run").glob("spec.before-*.yaml")
     assert kept.read_text() == before
-    assert S.build(str(in_tmp / "run" / "spec.yaml")).optim.lr == 0.03
-    assert S.build(str(kept)).optim.lr == 0.05  # digits/residual8's own
+    assert S.load(str(in_tmp / "run" / "spec.yaml")).optim.lr == 0.03
+    assert S.load(str(kept)).optim.lr == 0.05  # digits/residual8's own
     (change,) = json.loads((in_tmp / "run" / "meta.json").read_text())["spec_changes"]
     assert change["previous"] == kept.name and "optim.lr" in change["keys"] and "optim.epochs" in change["keys"]
     first = [x for x in RunDir(in_tmp / "run").metrics() if x.get("event") == "epoch"][0]

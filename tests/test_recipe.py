@@ -30,7 +30,7 @@ COSINE = {"lr": 0.1, "schedule": "cosine", "iters": 100, "warmup_iters": 10, "wa
 
 
 def test_cosine_trace_is_the_closed_form_after_the_warmup():
-    optim = S.build(sets=[f"optim.{k}={v}" for k, v in COSINE.items()]).optim
+    optim = S.load(sets=[f"optim.{k}={v}" for k, v in COSINE.items()]).optim
     trace = [schedule.lr_at(t, optim, iters_per_epoch=7) for t in range(100)]
     assert trace == pytest.approx([closed_form(t, 0.1, 100, 10, 0.01) for t in range(100)], abs=1e-15)
     # by hand: cos(0.1 pi) = 0.9510565, cos(0.5 pi) = 0, cos(0.75 pi) = -0.7071068, cos(0.99 pi) = -0.9995066
@@ -43,7 +43,7 @@ def test_cosine_trace_is_the_closed_form_after_the_warmup():
 
 
 def test_cosine_in_epochs_runs_over_the_whole_length_in_iterations():
-    optim = S.build(sets=["optim.schedule=cosine", "optim.iters=null", "optim.epochs=4", "optim.warmup_iters=0"]).optim
+    optim = S.load(sets=["optim.schedule=cosine", "optim.iters=null", "optim.epochs=4", "optim.warmup_iters=0"]).optim
     assert optim.milestones is None  # resolve fills milestones for the step schedule only
     assert [schedule.lr_at(t, optim, iters_per_epoch=25) for t in (0, 50, 100)] == pytest.approx([0.1, 0.05, 0.0])
 
@@ -51,7 +51,7 @@ def test_cosine_in_epochs_runs_over_the_whole_length_in_iterations():
 def test_the_default_schedule_is_still_the_papers_steps():
     optim = S.Spec().optim
     assert optim.schedule == "step" and optim.label_smoothing == 0.0
-    optim = S.build("preact/resnet110-cifar10").optim  # He 2016b: 0.01 for 400 iterations, /10 at 32k and 48k
+    optim = S.load("preact/resnet110-cifar10").optim  # He 2016b: 0.01 for 400 iterations, /10 at 32k and 48k
     lrs = [schedule.lr_at(t, optim, 391) for t in (0, 399, 400, 31999, 32000, 47999, 48000, 63999)]
     assert lrs == pytest.approx([0.01, 0.01, 0.1, 0.1, 0.01, 0.01, 0.001, 0.001])
 
@@ -69,7 +69,7 @@ class RecordLr(Callback):
 
 
 def tiny_trainer(*sets: str, callbacks=()) -> Trainer:
-    spec = S.build("digits/residual8", sets=["model.widths=[4]", "optim.batch_size=64", *sets])
+    spec = S.load("digits/residual8", sets=["model.widths=[4]", "optim.batch_size=64", *sets])
     return Trainer(spec, callbacks=callbacks)
 
 
@@ -83,10 +83,10 @@ def test_the_trainer_applies_the_cosine_trace_at_every_step():
 
 def test_schedule_values_are_strict_and_cosine_refuses_milestones():
     with pytest.raises(UserError, match="'step' or 'cosine'"):
-        S.build(sets=["optim.schedule=linear"])
+        S.load(sets=["optim.schedule=linear"])
     with pytest.raises(UserError, match="optim.schedule: step only"):
-        S.build(sets=["optim.schedule=cosine", "optim.milestones=[100]"])
-    spec = S.build("digits/residual8", sets=["optim.schedule=cosine"])  # its milestones: [] are no steps
+        S.load(sets=["optim.schedule=cosine", "optim.milestones=[100]"])
+    spec = S.load("digits/residual8", sets=["optim.schedule=cosine"])  # its milestones: [] are no steps
     assert S.validate(S.to_tree(spec)) == spec  # the resolved spec (spec.yaml) reloads as it was
 
 
@@ -122,7 +122,7 @@ def test_the_trainer_trains_on_the_smoothed_loss(eps):
 
 def test_label_smoothing_is_a_fraction_below_one():
     with pytest.raises(UserError, match="optim.label_smoothing"):
-        S.build(sets=["optim.label_smoothing=1.0"])
+        S.load(sets=["optim.label_smoothing=1.0"])
 
 
 # --- Cutout ---------------------------------------------------------------------------------------
@@ -176,7 +176,7 @@ def test_cutout_leaves_crops_and_flips_as_they_were():
 
 
 def digits_split():
-    return D.load(S.build("digits/residual8").data).train
+    return D.load(S.load("digits/residual8").data).train
 
 
 def test_cutout_batches_are_a_pure_function_of_seed_epoch_and_position():

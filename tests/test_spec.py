@@ -10,7 +10,7 @@ from resnet_cli.errors import UserError
 def build_from_text(tmp_path, text, sets=()):
     p = tmp_path / "s.yaml"
     p.write_text(text)
-    return S.build(str(p), sets=list(sets))
+    return S.load(str(p), sets=list(sets))
 
 
 def one_line_error(fn, *a, **kw):
@@ -22,7 +22,7 @@ def one_line_error(fn, *a, **kw):
 
 
 def test_defaults_are_the_papers_cifar_recipe():
-    s = S.build()
+    s = S.load()
     o = s.optim
     assert (o.lr, o.momentum, o.weight_decay, o.batch_size, o.iters) == (0.1, 0.9, 1e-4, 128, 64000)
     assert o.milestones == [32000, 48000]  # He 2016a: /10 at 32k and 48k
@@ -42,7 +42,7 @@ def test_defaults_are_the_papers_cifar_recipe():
     ([("model.depth", 20), ("optim.warmup_iters", 7)], 7), ([("model.depth", 110), ("optim.warmup_iters", 0)], 0),
 ])
 def test_warmup_follows_the_papers_rule_for_the_net(sets, warmup):
-    assert S.build(None, sets).optim.warmup_iters == warmup
+    assert S.load(None, sets).optim.warmup_iters == warmup
 
 
 def test_yaml_12_floats_and_booleans():
@@ -83,21 +83,21 @@ def test_bad_specs_give_one_line(tmp_path, text, needle):
 
 
 def test_flags_and_set_go_through_the_same_validation(tmp_path):
-    s = S.build(None, [("model.depth", 56)], ["optim.weight_decay=5e-4", "model.shortcut.kind=scale"])
+    s = S.load(None, [("model.depth", 56)], ["optim.weight_decay=5e-4", "model.shortcut.kind=scale"])
     assert s.model.depth == 56 and s.optim.weight_decay == 5e-4 and s.model.shortcut.kind == "scale"
-    assert "model.depht" in one_line_error(S.build, None, [], ["model.depht=3"])
-    assert "dotted.key=value" in one_line_error(S.build, None, [], ["model.depth"])
+    assert "model.depht" in one_line_error(S.load, None, [], ["model.depht=3"])
+    assert "dotted.key=value" in one_line_error(S.load, None, [], ["model.depth"])
 
 
 def test_resolution_picks_the_papers_block():
-    assert S.build(None, [("model.depth", 164)]).model.block == "bottleneck"
-    assert S.build(None, [("model.depth", 110)]).model.block == "basic"
-    assert S.build(None, [("model.depth", 29)]).model.block == "bottleneck"  # only 9n+2 fits
-    assert S.build(None, [("model.family", "imagenet"), ("model.depth", 50)]).model.block == "bottleneck"
+    assert S.load(None, [("model.depth", 164)]).model.block == "bottleneck"
+    assert S.load(None, [("model.depth", 110)]).model.block == "basic"
+    assert S.load(None, [("model.depth", 29)]).model.block == "bottleneck"  # only 9n+2 fits
+    assert S.load(None, [("model.family", "imagenet"), ("model.depth", 50)]).model.block == "bottleneck"
 
 
 def test_epochs_replace_default_iterations_and_milestones_follow():
-    s = S.build(None, [], ["optim.epochs=8"])
+    s = S.load(None, [], ["optim.epochs=8"])
     assert s.optim.iters is None and s.optim.milestones == [4, 6]
 
 
@@ -105,15 +105,15 @@ def test_every_bundled_config_validates():
     specs = [p for d in ("cifar", "preact", "imagenet", "digits") for p in sorted((S.configs_dir() / d).glob("*.yaml"))]
     assert len(specs) == 23  # imagenet gains preact-resnet200
     for p in specs:
-        S.build(str(p))
+        S.load(str(p))
 
 
 def test_resolved_spec_round_trips(tmp_path):
-    s = S.build("preact/resnet1001-cifar10")
+    s = S.load("preact/resnet1001-cifar10")
     p = tmp_path / "r.yaml"
     p.write_text(S.to_yaml(s))
-    assert S.build(str(p)) == s
-    assert S.diff(s, S.build(str(p), sets=["optim.lr=0.05"])) == ["optim.lr"]
+    assert S.load(str(p)) == s
+    assert S.diff(s, S.load(str(p), sets=["optim.lr=0.05"])) == ["optim.lr"]
 
 
 @pytest.mark.parametrize("text,suggested", [
@@ -134,10 +134,10 @@ def test_dataset_imagenet_selects_the_imagenet_net_unless_a_family_is_named():
 
     from resnet_cli.model import build_model, count_params
 
-    spec = S.build(None, [("data.dataset", "imagenet"), ("model.depth", 18)])
+    spec = S.load(None, [("data.dataset", "imagenet"), ("model.depth", 18)])
     assert spec.model.family == "imagenet"
     ours = count_params(build_model(spec.model, 3, 1000))
     assert ours == sum(p.numel() for p in torchvision.models.resnet18().parameters())  # 11,689,512
-    assert S.build(None, [("data.dataset", "cifar10")]).model.family == "cifar"
-    named = S.build(None, [("data.dataset", "imagenet"), ("model.family", "digits")], ["model.depth=8"])
+    assert S.load(None, [("data.dataset", "cifar10")]).model.family == "cifar"
+    named = S.load(None, [("data.dataset", "imagenet"), ("model.family", "digits")], ["model.depth=8"])
     assert named.model.family == "digits"

@@ -154,7 +154,7 @@ def test_set_items_equal_the_same_tree_from_a_file(items):
             for k, v in items.items()]
     text = yaml.safe_dump(tree_of(items))
     results = []
-    for build in (lambda: S.build(None, [], sets), lambda: S.resolve(S.validate(yamlio.loads(text)))):
+    for build in (lambda: S.load(None, [], sets), lambda: S.resolve(S.validate(yamlio.loads(text)))):
         try:
             results.append(build())
         except UserError as exc:

@@ -122,7 +122,7 @@ def test_graph_sees_the_real_imports():
     # A hand-picked edge of each kind, so a checker that parses nothing cannot pass the test above.
     graph = import_graph(PACKAGE)
     assert "resnet_cli.training.checkpoint" in graph["resnet_cli.training.trainer"]  # `from . import checkpoint as ckpt`
-    assert "resnet_cli.figures" in graph["resnet_cli.experiments.degrade"]  # function-level `from .. import figures`
+    assert "resnet_cli.training.session" in graph["resnet_cli.experiments.sweep"]  # function-level `from ..training.session import`
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,3 +161,117 @@ def test_planted_oversize_module_is_found(tmp_path):
     root = _tree(tmp_path, {"__init__.py": "", "small.py": "x = 1\n" * MAX_LINES,
                             "sub/big.py": "x = 1\n" * (MAX_LINES + 1)})
     assert oversize(root) == {"pkg/sub/big.py": MAX_LINES + 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# The layers: spec -> model -> data -> training -> experiments -> commands
+
+# A package may import its own layer and the ones below it, never one above. errors, output and
+# figures serve every layer; cli (the `resnet` app) and commands (its subcommands) are the top one.
+LAYERS = {"errors": 0, "output": 0, "figures": 0, "spec": 1, "model": 2, "data": 3, "training": 4,
+          "experiments": 5, "bench": 5, "commands": 6, "cli": 6, "__main__": 7}
+TOP_LEVEL_MODULES = 6  # __init__, __main__, cli, errors, output, figures
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b' for every import of a module in a higher layer than the importer's."""
+    out = []
+    for src, targets in graph.items():
+        for dst in targets:
+            a, b = _layer(src), _layer(dst)
+            if a in LAYERS and b in LAYERS and LAYERS[b] > LAYERS[a]:
+                out.append(f"{src} -> {dst}")
+    return sorted(out)
+
+
+def test_no_layer_imports_one_above_it():
+    ups = upward_imports(import_graph(PACKAGE))
+    assert not ups, "imports that run back up the layers: " + "; ".join(ups)
+
+
+def test_every_package_is_placed_in_a_layer():
+    names = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
+    assert names - {"configs"} == set(LAYERS)
+
+
+def test_the_top_level_keeps_its_few_modules():
+    assert len(list(PACKAGE.glob("*.py"))) <= TOP_LEVEL_MODULES
+
+
+def test_an_upward_import_is_found():
+    graph = {"resnet_cli.experiments.sweep": {"resnet_cli.commands.train"}, "resnet_cli.commands.train": set()}
+    assert upward_imports(graph) == ["resnet_cli.experiments.sweep -> resnet_cli.commands.train"]
+
+
+# ---------------------------------------------------------------------------------------------
+# README's Layout block names every module, so it cannot drift from the tree
+
+README = PACKAGE.parent / "README.md"
+
+
+def layout_entries(text: str) -> dict[str, str]:
+    """The Layout section's code block as {first-column name: its whole description}."""
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    entries: dict[str, str] = {}
+    name = None
+    for line in block.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):  # a package's own line: "  spec/   ..."
+            name, _, rest = line.strip().partition(" ")
+            entries[name] = rest
+        elif name is not None and line.startswith("   "):
+            entries[name] += " " + line.strip()
+        else:
+            name = None
+    return entries
+
+
+def missing_from_layout(root: Path, entries: dict[str, str]) -> list[str]:
+    import re
+
+    missing = []
+    top_text = " ".join(f"{k} {v}" for k, v in entries.items())
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if path.stem.startswith("__"):
+            continue
+        if len(rel.parts) == 1:
+            if f"{path.stem}.py" not in top_text:
+                missing.append(rel.as_posix())
+            continue
+        described = entries.get(f"{rel.parts[0]}/", "")
+        if not re.search(rf"\b{re.escape(path.stem)}\b", described):
+            missing.append(rel.as_posix())
+    for package in sorted(p.name for p in root.iterdir() if (p / "__init__.py").is_file()):
+        if f"{package}/" not in entries:
+            missing.append(f"{package}/")
+    return missing
+
+
+def test_readme_layout_names_every_module():
+    missing = missing_from_layout(PACKAGE, layout_entries(README.read_text()))
+    assert not missing, f"README's Layout block does not name: {missing}"
+
+
+def test_readme_layout_names_only_modules_that_exist():
+    import re
+
+    entries = layout_entries(README.read_text())
+    named = {m for k, v in entries.items() for m in re.findall(r"\b(\w+)\.py\b", f"{k} {v}")}
+    files = {p.stem for p in PACKAGE.parent.rglob("*.py") if ".venv" not in p.parts}
+    assert named <= files, f"README's Layout names modules that do not exist: {sorted(named - files)}"
+
+
+def test_a_module_left_out_of_the_layout_is_found(tmp_path):
+    root = _tree(tmp_path, {"__init__.py": "", "cli.py": "", "spec/__init__.py": "", "spec/schema.py": "",
+                            "spec/seeds.py": ""})
+    entries = layout_entries("## Layout\n```\npkg/\n  cli.py   the command\n  spec/   schema, and more\n"
+                             "                the seeds\n```\n")
+    assert missing_from_layout(root, entries) == []
+    entries["spec/"] = "schema only"
+    assert missing_from_layout(root, entries) == ["spec/seeds.py"]

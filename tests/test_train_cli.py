@@ -41,7 +41,7 @@ def test_train_writes_json_lines_and_a_complete_run_dir(in_tmp):
     assert meta["versions"]["torch"].startswith("2.14")
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 2
     # the resolved spec reruns the same experiment
-    assert S.build(str(run / "spec.yaml")).model.depth == 8
+    assert S.load(str(run / "spec.yaml")).model.depth == 8
 
 
 def test_same_seed_same_result_on_cpu(in_tmp):
@@ -103,7 +103,7 @@ def test_a_bundled_name_still_finds_its_config(in_tmp):
 
 
 def test_lr_trace_warmup_returns_to_base_and_steps():
-    o = S.build(None, [], ["optim.iters=1000", "optim.warmup_iters=40"]).optim
+    o = S.load(None, [], ["optim.iters=1000", "optim.warmup_iters=40"]).optim
     trace = [schedule.lr_at(i, o, iters_per_epoch=10) for i in range(1000)]
     assert set(trace[:40]) == {0.01}
     assert trace[40] == 0.1 and trace[499] == 0.1  # back to 0.1 after warm-up (a common peer bug)
@@ -112,7 +112,7 @@ def test_lr_trace_warmup_returns_to_base_and_steps():
 
 
 def test_epoch_milestones_convert_to_iterations():
-    o = S.build(None, [], ["optim.epochs=10", "optim.milestones=[5]", "optim.warmup_iters=0"]).optim
+    o = S.load(None, [], ["optim.epochs=10", "optim.milestones=[5]", "optim.warmup_iters=0"]).optim
     assert schedule.lr_at(49, o, 10) == 0.1 and schedule.lr_at(50, o, 10) == pytest.approx(0.01)
     assert schedule.total_iters(o, 10) == 100
 
@@ -174,7 +174,7 @@ def test_default_run_names_made_in_the_same_second_differ(in_tmp, monkeypatch):
             return dt.datetime(2026, 1, 2, 3, 4, 5)
 
     monkeypatch.setattr(rundir.dt, "datetime", Frozen)
-    spec = S.build("digits/residual8")
+    spec = S.load("digits/residual8")
     a, b = rundir.default_path(spec), rundir.default_path(spec)
     assert a != b and a.is_dir() and b.is_dir()
     assert a.name.startswith("20260102-030405-") and b.name == a.name + "-2"

@@ -111,7 +111,7 @@ def _train_ours(job: dict) -> dict:
     from ..training.callbacks import Callback
     from ..training.trainer import Trainer
 
-    spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
+    spec = spec_mod.load(job["spec"], name="bench spec")
     warmup, steps, bs = job["warmup"], job["steps"], spec.optim.batch_size
     images, labels = _images_for(spec, spec.optim.iters * bs)
     data = _our_data(images, labels, spec.model.num_classes or 10, min(bs, 256))
@@ -191,7 +191,7 @@ def _train_baseline(job: dict) -> dict:
     from . import baseline
     from .. import spec as spec_mod
 
-    spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
+    spec = spec_mod.load(job["spec"], name="bench spec")
     _same_threads(spec)
     warmup, steps, bs, device = job["warmup"], job["steps"], spec.optim.batch_size, torch.device(job["device"])
     images, labels = _images_for(spec, spec.optim.iters * bs)
@@ -236,7 +236,7 @@ def _data_ours(job: dict) -> dict:
     from ..training import runtime as runtime_mod
     from .. import spec as spec_mod
 
-    spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
+    spec = spec_mod.load(job["spec"], name="bench spec")
     rt = runtime_mod.select(spec.run, spec.train)
     warmup, steps, bs = job["warmup"], job["steps"], spec.optim.batch_size
     images, labels = _images_for(spec, (warmup + steps) * bs)
@@ -254,7 +254,7 @@ def _data_baseline(job: dict) -> dict:
     from . import baseline
     from .. import spec as spec_mod
 
-    spec = spec_mod.resolve(spec_mod.validate(job["spec"], "bench spec"))
+    spec = spec_mod.load(job["spec"], name="bench spec")
     _same_threads(spec)
     warmup, steps, bs, device = job["warmup"], job["steps"], spec.optim.batch_size, torch.device(job["device"])
     images, labels = _images_for(spec, (warmup + steps) * bs)

@@ -34,7 +34,7 @@ def bench(spec, *, steps: int = 20, warmup: int = 5, rounds: int = 3, data_only:
         tree = copy.deepcopy(base_tree)
         for key, value in variant.items():
             spec_mod.set_dotted(tree, key, value)
-        vspec = spec_mod.resolve(spec_mod.validate(tree, f"--vary {variant_label(variant)}"))
+        vspec = spec_mod.load(tree, name=f"--vary {variant_label(variant)}")
         ours_jobs.append({"side": "ours", "mode": mode, "device": device_of(vspec), "warmup": warmup,
                           "steps": steps, "spec": bench_tree(spec_mod.to_tree(vspec), warmup, steps)})
     base_job = {"side": "baseline", "mode": mode, "device": device, "warmup": warmup, "steps": steps,

@@ -79,6 +79,6 @@ def set_threads(threads: int | None, default: int = 0) -> None:
 
 
 def build_spec(spec_file: str | None, sets: list[str] | None, **flags: Any) -> Spec:
-    spec = spec_mod.build(spec_file, flag_overrides(**flags), sets or [])
+    spec = spec_mod.load(spec_file, flag_overrides(**flags), sets or [])
     testhook.phase("spec")
     return spec

@@ -105,7 +105,7 @@ def _named_specs(specs: list[str], variants: list[str], base: str | None, overri
         raise UserError("--base is the base of --variant; give at least one --variant")
     named = []
     for path in specs:
-        s = spec_mod.build(path, overrides, sets)
+        s = spec_mod.load(path, overrides, sets)
         named.append((Path(path).stem if Path(path).suffix else path, s))
     base_tree = spec_mod.load_tree(base) if base else spec_mod.merge(DEFAULT_BASE, {})
     base_tree.pop("degrade", None)  # a degrade config is a spec plus its experiment section

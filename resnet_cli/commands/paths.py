@@ -98,7 +98,7 @@ def _load(source: str, init: bool, sets: list[str], device):
         return t.label, str(t.path), t.model, t.spec, t.data
     p = Path(source)
     spec_file = str(check_dir(p) / SPEC) if p.is_dir() else source
-    spec = spec_mod.build(spec_file, [], sets)
+    spec = spec_mod.load(spec_file, [], sets)
     data = data_mod.load(spec.data)
     torch.manual_seed(spec.run.seed)  # as `resnet train` draws its initial weights
     model = build_model(spec.model, data.in_channels, spec.model.num_classes or data.num_classes).to(device)

@@ -10,7 +10,6 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import errors, output
-from ..training import schedule, testhook
 from ..cli import command
 from ..errors import UserError
 from . import common
@@ -122,101 +121,22 @@ def _dry_run(spec, fmt: output.Format) -> None:
 
 
 def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool = False,
-        force_resume: bool = False, quiet: bool = False) -> dict[str, Any]:
-    """Start or continue a run in its run directory; returns the summary (also on disk)."""
-    from ..training import checkpoint as ckpt
-    from .. import data as data_mod
-    from ..training import distributed, runtime
-    from ..training.rundir import CHECKPOINT, SPEC, RunDir, default_path
-    from ..training.trainer import StopFlag, Trainer
+        force_resume: bool = False) -> dict[str, Any]:
+    """Start or continue a run in its run directory and report it; returns the summary (also on disk)."""
+    from ..training.session import open_run  # torch: imported when a run starts, not for --help
 
-    d = distributed.from_env()
-    if d.active and resume_dir is None and spec.run.out is None:
-        raise UserError("under torchrun give --out RUN_DIR, so every rank (and a restart) finds the same run")
-    # What can be checked is checked before the run directory exists: a run that cannot start
-    # leaves nothing behind (no half-made directory that a corrected rerun would refuse).
-    rt = runtime.plan(spec.run, spec.train, d.local_rank, torchrun=d.active)
-    if spec.run.precision == "auto" and rt.precision == "fp16" and d.is_main and not quiet:
-        output.info("run.precision auto: fp16 autocast with a GradScaler (this GPU has no native bf16); "
-                    "--set run.precision=fp32 for the papers' numerics")
-    spec = runtime.pinned(spec, rt)
-    data = data_mod.load(spec.data)
-    testhook.phase("data")
-    path = resume_dir or Path(spec.run.out or default_path(spec))
-    if spec.run.out != str(path):
-        spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
-    run_dir = RunDir(path)
-    quiet = quiet or not d.is_main  # only rank 0 prints and writes
-    if d.is_main:
-        run_dir.lock()
-    fresh = d.is_main and not any((path / name).exists() for name in (SPEC, CHECKPOINT))
-    try:
-        state = None
-        if resume_dir is not None:
-            ckpt.clean_orphans(path)
-            if (path / CHECKPOINT).exists():
-                state = ckpt.load(path / CHECKPOINT)
-            elif not auto:
-                raise UserError(f"{path}: no checkpoint to resume from")
-        if state is None and d.is_main:
-            if resume_dir is not None and (path / "spec.yaml").exists():
-                # `--resume auto` on a directory whose run never reached its first checkpoint:
-                # start it over in place rather than refuse.
-                (path / "spec.yaml").unlink()
-            run_dir.create(spec, runtime={})
-        testhook.phase("rundir")
-        callbacks = [] if quiet else [TerminalProgress(fmt)]
-        stop = StopFlag().install()
-        trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop, data=data)
-        if state is not None:
-            changed = trainer.restore(state, allow_spec_change=force_resume)
-            if trainer.p.iteration >= trainer.total and run_dir.summary():
-                summary = run_dir.summary()
-                _report(summary, fmt, quiet)
-                return summary
-            if d.is_main:
-                if changed:  # --force-resume: the run goes on under the new spec, so spec.yaml says so
-                    kept = run_dir.replace_spec(spec, changed, trainer.p.iteration)
-                    if not quiet:
-                        output.info(f"spec changed in {', '.join(changed)}: {path / SPEC} rewritten, "
-                                    f"the previous one kept as {path / kept}")
-                run_dir.truncate_metrics(trainer.p.iteration)
-                if not quiet:
-                    output.info(f"resuming {path} at iteration {trainer.p.iteration} (epoch {trainer.p.epoch + 1})")
-        if d.is_main:
-            _record_runtime(run_dir, trainer)
-            note = schedule.warmup_note(spec.optim, trainer.iters_per_epoch)
-            if note and not quiet:
-                output.info(f"[yellow]note[/]: {note}")
-        summary = trainer.run()
-        if fresh and summary["status"] == "interrupted" and not (path / CHECKPOINT).exists():
-            run_dir.remove_unstarted()  # signalled before its first step: leave nothing a rerun trips on
-        distributed.shutdown(clean=True)
-    except BaseException:
-        if fresh and not (path / CHECKPOINT).exists():
-            run_dir.remove_unstarted()  # it never trained a checkpoint's worth: nothing to resume or report
-        raise
-    finally:
-        run_dir.unlock()
-        distributed.shutdown(clean=False)
-    _report(summary, fmt, quiet)
+    resume = "never" if resume_dir is None else "auto" if auto else "must"
+    with open_run(spec, resume_dir, resume=resume, force_resume=force_resume,
+                  callbacks=[TerminalProgress(fmt)], say=output.info) as session:
+        summary = session.train()
+    _report(summary, fmt)
     return summary
 
 
-def _record_runtime(run_dir, trainer) -> None:
-    import json
+def _report(summary: dict[str, Any], fmt: output.Format) -> None:
+    from ..training import distributed
 
-    meta_path = run_dir.file("meta.json")
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    meta.update(trainer.rt.describe())
-    meta.update({"params": trainer.params, "iters_per_epoch": trainer.iters_per_epoch, "total_iters": trainer.total,
-                 # where the images were actually read from: the real path, or how they were made
-                 "data_source": trainer.data.source})
-    run_dir._write_text("meta.json", json.dumps(meta, indent=2) + "\n")
-
-
-def _report(summary: dict[str, Any], fmt: output.Format, quiet: bool) -> None:
-    if quiet:  # library use (sweeps) and ranks other than 0: the caller reports
+    if not distributed.from_env().is_main:  # under torchrun rank 0 reports for all
         return
     if fmt is output.Format.JSON:
         output.emit(summary)

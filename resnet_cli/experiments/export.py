@@ -220,7 +220,7 @@ def _load_state_dict(path: Path, spec_path: Path, shape: tuple[int, int]) -> Cal
     from .. import spec as spec_mod
     from ..model import build_model
 
-    spec = spec_mod.build(str(spec_path))
+    spec = spec_mod.load(str(spec_path))
     model = build_model(spec.model, *shape)
     model.load_state_dict(torch.load(str(path), map_location="cpu", weights_only=True), strict=True)
     return model.eval()

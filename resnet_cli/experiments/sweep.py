@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .. import errors, output
+from .. import errors
 from ..errors import UserError
 from ..training.signals import StopFlag
 from .study import Plan, PlannedRun
@@ -78,23 +78,9 @@ def _summary(path: Path) -> dict[str, Any] | None:
 
 def check_reusable(run: PlannedRun) -> None:
     """A directory that holds a run of another spec is never silently reused or resumed."""
-    from .. import spec as spec_mod
-    from ..spec import yamlio
+    from ..training.session import reusable
 
-    spec_file = run.path / "spec.yaml"
-    if not spec_file.is_file():
-        return
-    try:
-        theirs = spec_mod.resolve(spec_mod.validate(yamlio.load_file(spec_file), str(spec_file)))
-    except UserError as exc:
-        raise UserError(f"{run.path} holds an unreadable run ({exc.message}); delete it or use another --out") from None
-    # `run.precision: auto` is written into spec.yaml as resolved when the run started; whether it
-    # still resolves the same here is the resume's check (it refuses a change in one line).
-    changed = [k for k in spec_mod.diff(theirs, run.spec) if k not in spec_mod.RESUME_FREE
-               and not (k == "run.precision" and run.spec.run.precision == "auto")]
-    if changed:
-        raise UserError(f"{run.path} holds a run with another spec ({', '.join(changed[:4])}); "
-                        "delete it or use another --out")
+    reusable(run.path, run.spec)
 
 
 def is_finished(run: PlannedRun) -> bool:
@@ -104,14 +90,15 @@ def is_finished(run: PlannedRun) -> bool:
 
 def run_one(plan: Plan, run: PlannedRun) -> Outcome:
     """Start, resume or skip one run in this process."""
-    from ..commands.train import run as train_run
+    from ..training.session import open_run
 
     check_reusable(run)
     if is_finished(run):
         return Outcome("skipped", _summary(run.path)["status"])
     write_study_json(plan, run)
     tick = time.perf_counter()
-    summary = train_run(run.spec, fmt=output.Format.JSON, quiet=True, resume_dir=run.path, auto=True)
+    with open_run(run.spec, run.path, resume="auto") as session:
+        summary = session.train()
     return Outcome(summary["status"], wall_s=time.perf_counter() - tick)
 
 

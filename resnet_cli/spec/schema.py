@@ -12,7 +12,8 @@ what a run directory records, so a run can always be repeated from its own `spec
 from __future__ import annotations
 
 import copy
-import difflib
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -26,7 +27,7 @@ from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and frien
     units_per_stage,
 )
 from .orderings import UNITS, check_zero_init  # noqa: F401  (UNITS re-exported: He 2016b Table 2)
-from .checks import check_length
+from .messages import one_line, unknown_key  # noqa: F401  (unknown_key re-exported)
 from .yamlio import merge, parse_set, set_dotted  # noqa: F401  (re-exported: spec trees)
 from .vit_layout import DEFAULT_VIT_WIDTH, VIT_UNITS, check_model, resolve_vit  # model.family vit
 
@@ -185,6 +186,24 @@ class OptimSpec(_Section):
         return self
 
 
+def check_length(optim) -> None:
+    """optim: exactly one length, milestones strictly increasing and inside it, and milestones only
+    where the schedule steps (cosine has none: its lr is a function of the iteration alone)."""
+    if (optim.iters is None) == (optim.epochs is None):
+        raise ValueError("set exactly one of optim.iters and optim.epochs (the other to null)")
+    if optim.milestones is None:
+        return
+    if optim.schedule != "step" and optim.milestones:  # [] (no steps) is what cosine means anyway
+        raise ValueError(f"optim.milestones {optim.milestones} step the lr of optim.schedule: step only; "
+                         f"set them to null for optim.schedule: {optim.schedule}")
+    length = optim.iters if optim.iters is not None else optim.epochs
+    if sorted(optim.milestones) != optim.milestones or len(set(optim.milestones)) != len(optim.milestones):
+        raise ValueError(f"optim.milestones must be strictly increasing, got {optim.milestones}")
+    if optim.milestones and optim.milestones[-1] >= length:
+        unit = "iters" if optim.iters is not None else "epochs"
+        raise ValueError(f"optim.milestones {optim.milestones} must be below optim.{unit} = {length}")
+
+
 class TrainSpec(_Section):
     """How the loop runs: evaluation, checkpoints, logging, memory and speed settings."""
 
@@ -255,42 +274,6 @@ def shape_of(data: DataSpec) -> tuple[int, int]:
 # Building a spec from a file, flags and overrides
 
 
-def _one_line(err: ValidationError, source: str) -> str:
-    e = err.errors(include_url=False)[0]
-    path = ".".join(str(p) for p in e["loc"])
-    if e["type"] == "extra_forbidden":
-        section = _section_for(e["loc"][:-1])
-        where = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
-        return unknown_key(source, path, list(section.model_fields) if section else [], where)
-    msg = e["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-        return f"{source}: {msg}"
-    got = e.get("input")
-    shown = f" (got {got!r})" if not isinstance(got, dict) else ""
-    more = f" [+{len(err.errors()) - 1} more]" if len(err.errors()) > 1 else ""
-    return f"{source}: {path or 'spec'}: {msg}{shown}{more}"
-
-
-def unknown_key(source: str, path: str, valid: list[str], where: str) -> str:
-    """The one message for a misspelt key (spec, study or degrade section): the nearest valid key
-    first, as git and pip suggest a mistyped command, then all of them."""
-    parent, _, key = path.rpartition(".")
-    close = difflib.get_close_matches(key, valid, n=1)
-    hint = f"did you mean '{f'{parent}.' if parent else ''}{close[0]}'? " if close else ""
-    return f"{source}: unknown key '{path}'; {hint}valid keys in {where}: {', '.join(valid)}"
-
-
-def _section_for(loc: tuple) -> type[BaseModel] | None:
-    cls: type[BaseModel] = Spec
-    for key in loc:
-        field = cls.model_fields.get(str(key))
-        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
-            return None
-        cls = field.annotation
-    return cls
-
-
 def validate(tree: Any, source: str = "spec") -> Spec:
     if tree is None:
         tree = {}
@@ -301,7 +284,7 @@ def validate(tree: Any, source: str = "spec") -> Spec:
     try:
         return Spec.model_validate(tree)
     except ValidationError as err:
-        raise UserError(_one_line(err, source)) from None
+        raise UserError(one_line(err, source, Spec)) from None
 
 
 def load_tree(spec_file: str | None) -> dict:
@@ -316,15 +299,22 @@ def load_tree(spec_file: str | None) -> dict:
     return tree
 
 
-def build(spec_file: str | None = None, overrides: list[tuple[str, Any]] = (), sets: list[str] = ()) -> Spec:
-    """File, then flag overrides, then `--set` items: merged, validated once, resolved."""
-    tree = copy.deepcopy(load_tree(spec_file))
-    source = str(spec_file) if spec_file else "spec"
+def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (), sets: Iterable[str] = (),
+         *, name: str | None = None) -> Spec:
+    """The one way to make a spec: a file (a path or a bundled config's name), a tree already read
+    (a study row, a checkpoint's spec, a bench job) or None (the defaults); then flag overrides,
+    then `--set` items; merged, validated once and resolved. `name` says where a bad value came
+    from in the one-line error (default: the file, or "spec")."""
+    if isinstance(source, dict):
+        tree = copy.deepcopy(source)
+    else:
+        tree = copy.deepcopy(load_tree(None if source is None else str(source)))
     for key, value in overrides:
         set_dotted(tree, key, value)
     for item in sets:
         set_dotted(tree, *parse_set(item))
-    return resolve(validate(tree, source))
+    where = name or (str(source) if source is not None and not isinstance(source, dict) else "spec")
+    return resolve(validate(tree, where))
 
 
 def _family_from_dataset(tree: dict) -> None:

@@ -246,6 +246,12 @@ class RunDir:
             raise UserError(f"{self.path}: not a run directory (no {SPEC})")
         return yamlio.load_file(self.file(SPEC))
 
+    def update_meta(self, fields: dict[str, Any]) -> None:
+        """Add what is known only once the run is built (runtime, parameter count, data source) to meta.json."""
+        meta = json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
+        meta.update(fields)
+        self._write_text(META, json.dumps(meta, indent=2) + "\n")
+
     def _write_text(self, name: str, text: str) -> None:
         tmp = self.file(f".{name}.tmp")
         tmp.write_text(text, encoding="utf-8")

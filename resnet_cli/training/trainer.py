@@ -24,7 +24,7 @@ from ..errors import PipeClosed, UserError
 from ..model import build_model, count_params
 from .rundir import CHECKPOINT, TENSORBOARD, RunDir
 from .signals import StopFlag
-from ..spec import RESUME_FREE, Spec, diff, resolve, to_tree, validate
+from ..spec import RESUME_FREE, Spec, diff, load, to_tree
 
 PIPE_CLOSED = "stopped: output pipe closed"  # summary status of a run whose stdout reader left (`| head -1`)
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)
@@ -71,13 +71,16 @@ class Trainer:
     loss_fn = staticmethod(F.cross_entropy)
 
     def __init__(self, spec: Spec, run_dir: RunDir | None = None, callbacks: Iterable[Callback] = (),
-                 stop: StopFlag | None = None, data: data_mod.Data | None = None):
+                 stop: StopFlag | None = None, data: data_mod.Data | None = None,
+                 rt: runtime_mod.Runtime | None = None):
         self.run_dir = run_dir
         self.callbacks = list(callbacks)
         self.stop = stop or StopFlag()
         self.dist = distributed.from_env()
-        self.rt = runtime_mod.select(spec.run, spec.train, self.dist.local_rank, torchrun=self.dist.active)
-        # `auto` precision resolved once, here, and kept in the spec the checkpoints carry.
+        # Where the run executes: decided by the session that opened the run (session.open_run), or
+        # here for a trainer built on its own (tests, benchmarks).
+        self.rt = rt or runtime_mod.select(spec.run, spec.train, self.dist.local_rank, torchrun=self.dist.active)
+        # `auto` precision resolved once and kept in the spec the checkpoints carry.
         self.spec = spec = runtime_mod.pinned(spec, self.rt)
         if spec.train.grad_norm_every and self.dist.is_main:
             # Per-layer gradient norms into metrics.jsonl (He 2016b sec. 3). Rank 0 alone: after
@@ -161,7 +164,7 @@ class Trainer:
     def restore(self, state: dict[str, Any], allow_spec_change: bool = False) -> list[str]:
         """Continue from a checkpoint; returns the spec keys that differ from the saved run's
         (empty unless `allow_spec_change`)."""
-        saved = resolve(validate(state["spec"], "checkpoint spec"))
+        saved = load(state["spec"], name="checkpoint spec")
         if saved.run.precision == "auto":  # checkpoints from before precision was recorded
             saved = runtime_mod.pinned(saved, self.rt)
         changed = [k for k in diff(saved, self.spec) if k not in RESUME_FREE]

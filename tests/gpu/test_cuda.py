@@ -65,7 +65,7 @@ def test_fp16_with_grad_scaler_trains_and_saves_the_scale(tmp_path):
 
 
 def test_compile_with_checkpointing_on_cuda_matches_eager():
-    spec = S.build(None, [("data.dataset", "synthetic"), ("model.depth", 8)])  # 3 units: compiles in seconds
+    spec = S.load(None, [("data.dataset", "synthetic"), ("model.depth", 8)])  # 3 units: compiles in seconds
     torch.manual_seed(0)
     eager = build_model(spec.model, 3, 10).cuda()
     compiled = copy.deepcopy(eager)
@@ -79,7 +79,7 @@ def test_compile_with_checkpointing_on_cuda_matches_eager():
 
 
 def test_checkpointing_cuts_resnet1001_peak_memory():
-    spec = S.build("preact/resnet1001-cifar10")
+    spec = S.load("preact/resnet1001-cifar10")
     torch.manual_seed(0)
     model = build_model(spec.model, 3, 10).cuda().to(memory_format=torch.channels_last)
     x = torch.randn(64, 3, 32, 32, device="cuda").contiguous(memory_format=torch.channels_last)
@@ -132,7 +132,7 @@ def test_cuda_rng_state_round_trips_on_the_run_device():
 
 def test_fp32_analyses_on_cuda_agree_with_the_cpu():
     """Item 7: fp32 on CUDA is fp32 (TF32 off): evaluation and gradients match the CPU closely."""
-    spec = S.build(None, [("data.dataset", "synthetic"), ("model.depth", 20)])
+    spec = S.load(None, [("data.dataset", "synthetic"), ("model.depth", 20)])
     torch.manual_seed(0)
     cpu = build_model(spec.model, 3, 10)
     gpu = copy.deepcopy(cpu).cuda()

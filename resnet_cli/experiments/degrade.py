@@ -119,18 +119,16 @@ def twin(plan: Plan, net: str, depth: int, seed: int):
     """The spec of one run. plain: shortcut.kind none. residual: the base's shortcut if it has one
     (so a user can set plain against, say, a gated net), else identity. All else is shared. Every
     run carries the degrade probe (train.probes), which measures and changes nothing the run computes."""
-    tree = spec_mod.merge(plan.base, {})
-    spec_mod.set_dotted(tree, "model.depth", depth)
-    spec_mod.set_dotted(tree, "run.seed", seed)
-    probes = (tree.get("train") or {}).get("probes") or []
-    spec_mod.set_dotted(tree, "train.probes", [*probes, *(["degrade"] if "degrade" not in probes else [])])
-    kind = tree.get("model", {}).get("shortcut", {}).get("kind", "identity")
+    base = plan.base
+    kind = (base.get("model") or {}).get("shortcut", {}).get("kind", "identity")
     if net == "plain":
         kind = "none"
     elif kind == "none":
         kind = "identity"
-    spec_mod.set_dotted(tree, "model.shortcut.kind", kind)
-    return spec_mod.resolve(spec_mod.validate(tree, f"{plan.source} ({net}, depth {depth})"))
+    probes = (base.get("train") or {}).get("probes") or []
+    return spec_mod.load(base, [("model.depth", depth), ("run.seed", seed), ("model.shortcut.kind", kind),
+                                ("train.probes", [*probes, *(["degrade"] if "degrade" not in probes else [])])],
+                         name=f"{plan.source} ({net}, depth {depth})")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def degrade(
     min-max over seeds, n shown), and draw training error against iteration."""
     from .. import output
     from ..experiments import degrade as deg
+    from ..training.rundir import make_dir
 
     fmt = output.choose(json_)
     flags = dict(batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads)
@@ -63,6 +64,7 @@ def degrade(
         return _list(deg.list_commands(plan, _replay(spec_file, plan, epochs, iters, flags, set_ or [])))
     if only is not None:
         return _only(plan, only, fmt)
+    make_dir(plan.out)  # a file in the way or an unwritable place: one line before any run starts
     log = output.stderr()
     n_runs = len(plan.depths) * len(plan.nets) * len(plan.seeds)
     log.print(f"degrade: {n_runs} run{'s' if n_runs != 1 else ''} "

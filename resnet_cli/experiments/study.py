@@ -357,7 +357,7 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
             tree = spec_mod.merge(tree, expand(row.presets[preset], f"{where}: presets.{preset}"))
         tree = spec_mod.merge(tree, set_tree)
         try:
-            spec = spec_mod.resolve(spec_mod.validate(tree, where))
+            spec = spec_mod.load(tree, name=where)
         except UserError as exc:
             raise UserError(exc.message if exc.message.startswith(where) else f"{where}: {exc.message}") from None
         if study.metric == "val_error" and not spec.data.val_split:

@@ -225,6 +225,9 @@ class TrainSpec(_Section):
     # A loss above this multiple of the first logged loss counts as diverged (He 2016b's "fail").
     diverge_factor: Annotated[float, Field(gt=1.0)] = 20.0
     tensorboard: bool = False  # scalars into RUN_DIR/tensorboard/ too (pip install 'resnet-cli[tensorboard]')
+    # Extra measurements written beside summary.json (training/curve.py). degrade: the first weight
+    # layer's gradient norm at step 1 and the training-error curve of He 2016a Fig. 6 (probe.json).
+    probes: list[Literal["degrade"]] = []
 
 
 class RunSpec(_Section):
@@ -354,7 +357,7 @@ def to_yaml(spec: Spec) -> str:
 
 
 # Keys that may change between a run and its resume: where it runs and what it shows, not what it computes.
-RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard", "train.precise_bn")
+RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard", "train.precise_bn", "train.probes")
 
 
 def diff(a: Spec, b: Spec) -> list[str]:

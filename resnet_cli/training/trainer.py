@@ -19,6 +19,7 @@ from . import distributed, gates, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
+from .curve import CurveProbe
 from ..errors import PipeClosed, UserError
 from ..model import build_model, count_params
 from .rundir import CHECKPOINT, TENSORBOARD, RunDir
@@ -128,6 +129,8 @@ class Trainer:
             self.precise_batches = precise_bn.train_batches(self.data, spec, self.rt.device, self.batches,
                                                             shard=self.dist.shard)
         self.total = schedule.total_iters(o, self.iters_per_epoch)
+        if "degrade" in spec.train.probes and self.dist.is_main:  # He 2016a Fig. 6's curve (curve.py)
+            self.callbacks.append(CurveProbe.for_total(self.total))
         self.p = Progress()
         self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
         self.status = "running"

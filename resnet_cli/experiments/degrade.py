@@ -24,13 +24,13 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import spec as spec_mod
 from ..errors import UserError
-from ..spec import unknown_key
+from ..spec.messages import one_line
 from ..training.rundir import git_commit, make_dir, versions
 from . import evidence, sweep
 from . import study as study_mod
@@ -45,6 +45,7 @@ class Section(BaseModel):
     """The `degrade:` section of a degrade config; everything else in the file is a spec."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    noun: ClassVar[str] = "degrade"  # for "valid keys in degrade" (spec/messages.py)
     depths: list[int] = Field(default_factory=lambda: [8, 26], min_length=1)
     seeds: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=0)]] = 10  # a count (0..n-1) or a list
     nets: list[Literal["plain", "residual"]] = Field(default_factory=lambda: list(NETS), min_length=1)
@@ -71,11 +72,7 @@ def _section(raw: Any, source: str) -> Section:
     try:
         return Section.model_validate(raw)
     except ValidationError as err:
-        e = err.errors(include_url=False)[0]
-        path = ".".join(str(p) for p in ("degrade", *e["loc"]))
-        if e["type"] == "extra_forbidden":
-            raise UserError(unknown_key(source, path, list(Section.model_fields), "degrade")) from None
-        raise UserError(f"{source}: {path}: {e['msg']} (got {e.get('input')!r})") from None
+        raise UserError(one_line(err, source, Section, prefix=("degrade",))) from None
 
 
 def parse_depths(items: list[str]) -> list[int]:

@@ -95,12 +95,8 @@ def make_plan(spec_file: str | None, *, depths: list[int] | None = None, seeds: 
               out: str | Path | None = None) -> Plan:
     """Base spec from a degrade config or any spec file (default: the digits experiment), then flags."""
     name = spec_file or DEFAULT_CONFIG
-    tree = spec_mod.load_tree(name)
+    tree = spec_mod.tree_of(name, overrides, sets)
     section = _section(tree.pop("degrade", None), name)
-    for key, value in overrides:
-        spec_mod.set_dotted(tree, key, value)
-    for item in sets:
-        spec_mod.set_dotted(tree, *spec_mod.parse_set(item))
     seed_list = seeds if seeds is not None else (
         list(range(section.seeds)) if isinstance(section.seeds, int) else list(section.seeds))
     plan = Plan(base=tree, depths=list(dict.fromkeys(depths or section.depths)), seeds=seed_list,

@@ -315,9 +315,7 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
         base = spec_mod.load_tree(base_file)
     base = spec_mod.merge(base, expand(study.spec, f"{path}: spec"))
     preset_tree = expand(chosen.overrides, f"{path}: preset {preset}")
-    set_tree: dict = {}
-    for item in sets:
-        spec_mod.set_dotted(set_tree, *spec_mod.parse_set(item))
+    set_tree = spec_mod.tree_of(None, sets=sets)
 
     labels: set[str] = set()
     planned: list[PlannedRow] = []

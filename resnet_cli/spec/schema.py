@@ -293,12 +293,10 @@ def load_tree(spec_file: str | None) -> dict:
     return tree
 
 
-def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (), sets: Iterable[str] = (),
-         *, name: str | None = None) -> Spec:
-    """The one way to make a spec: a file (a path or a bundled config's name), a tree already read
-    (a study row, a checkpoint's spec, a bench job) or None (the defaults); then flag overrides,
-    then `--set` items; merged, validated once and resolved. `name` says where a bad value came
-    from in the one-line error (default: the file, or "spec")."""
+def tree_of(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (),
+            sets: Iterable[str] = ()) -> dict:
+    """The one merge: a file (a path or a bundled config's name), a tree or nothing, then flag
+    overrides (dotted key, value), then `--set` items, as a plain tree not yet validated."""
     if isinstance(source, dict):
         tree = copy.deepcopy(source)
     else:
@@ -307,8 +305,17 @@ def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str,
         set_dotted(tree, key, value)
     for item in sets:
         set_dotted(tree, *parse_set(item))
+    return tree
+
+
+def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (), sets: Iterable[str] = (),
+         *, name: str | None = None) -> Spec:
+    """The one way to make a spec: a file (a path or a bundled config's name), a tree already read
+    (a study row, a checkpoint's spec, a bench job) or None (the defaults); then flag overrides,
+    then `--set` items; merged (tree_of), validated once and resolved. `name` says where a bad
+    value came from in the one-line error (default: the file, or "spec")."""
     where = name or (str(source) if source is not None and not isinstance(source, dict) else "spec")
-    return resolve(validate(tree, where))
+    return resolve(validate(tree_of(source, overrides, sets), where))
 
 
 def _family_from_dataset(tree: dict) -> None:

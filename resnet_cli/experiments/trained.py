@@ -5,11 +5,14 @@ Reports read only the run directory: spec.yaml says what the net is, checkpoint.
 the weights of the last completed step. Everything the user can get wrong about a run directory
 (missing, no spec.yaml, no checkpoint, a corrupt or foreign checkpoint, weights that do not fit
 the spec) is one `UserError` line, exit code 2.
+
+`open_runs` is how a command opens the runs it was given (lesion, landscape, paths, eval, export,
+gradnorm --responses): every directory checked before any work, then threads, device, weights.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,6 +122,26 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Se
     progress = state.get("progress")
     iteration = progress.get("iteration") if isinstance(progress, dict) else None
     return Trained(path=p, spec=spec, model=model, data=loaded, device=dev, iteration=iteration)
+
+
+def open_runs(paths: Sequence[str | Path], device: str | torch.device = "auto", threads: int | None = None,
+              data_sets: Sequence[str] = (),
+              before: Callable[[list[Spec]], None] | None = None) -> list[Trained]:
+    """The trained runs in `paths`, opened for analysis, in four steps so that bad input costs no work:
+    1. every directory and its spec is checked (all of them before anything loads);
+    2. `before(specs)`: the command's own checks of its request (a figure path, a split) that need
+       the specs but no weights;
+    3. CPU threads: `threads`, or the first run's run.threads when None (an analysis runs as its run
+       trained); 0 leaves torch's default. Then the device: auto, cpu, cuda or cuda:N;
+    4. each run's model with its checkpoint's weights, and its data (`load_run`)."""
+    specs = [load_spec(p, data_sets) for p in paths]
+    if before is not None:
+        before(specs)
+    n = specs[0].run.threads if threads is None else threads
+    if n:
+        torch.set_num_threads(n)
+    dev = device if isinstance(device, torch.device) else pick_device(device)
+    return [load_run(p, dev, data_sets) for p in paths]
 
 
 def runtime_for(device: torch.device):

@@ -83,6 +83,15 @@ class View:
     # a row is not one record (one record listing three files)
     no_wrap_first: bool = False  # the first column never folds (a row label such as "textbook baseline")
 
+    def table(self, records: Sequence[dict[str, Any]]) -> Table:
+        """This view's rich table of `records`."""
+        kept = [r for r in records if self.keep(r)]
+        t = table(self.title, self.columns, self.rows(kept) if self.rows else [self.row(r) for r in kept],
+                  self.justify_right, caption=self.caption, compact=self.compact)
+        if self.no_wrap_first:
+            t.columns[0].no_wrap = True
+        return t
+
 
 def render(records: Iterable[dict[str, Any]], fmt: Format, view: View | Sequence[View]) -> None:
     """JSON: each record as one line on stdout (never rich there). TABLE: each view in turn."""
@@ -94,12 +103,7 @@ def render(records: Iterable[dict[str, Any]], fmt: Format, view: View | Sequence
     con = stdout()
     for v in [view] if isinstance(view, View) else view:
         if v.show:
-            kept = [r for r in records if v.keep(r)]
-            t = table(v.title, v.columns, v.rows(kept) if v.rows else [v.row(r) for r in kept], v.justify_right,
-                      caption=v.caption, compact=v.compact)
-            if v.no_wrap_first:
-                t.columns[0].no_wrap = True
-            con.print(t)
+            con.print(v.table(records))
         for line in v.notes:
             con.print(line)
         for line in v.log:

@@ -10,6 +10,7 @@ import functools
 import importlib
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable
 
 import typer
@@ -18,6 +19,8 @@ from typer._click.exceptions import UsageError as _ClickUsageError  # the Click 
 
 from . import errors
 from .training import testhook
+from .training.launch import child_error
+from .training.signals import Interrupted, exit_stopped, install_early
 from .errors import PipeClosed, UserError
 
 # Every command: its module in commands/ and the help line `resnet --help` lists (the first sentence
@@ -127,8 +130,6 @@ _ClickUsageError.show = _one_line_usage_error
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
             v = version("resnet-cli")
         except PackageNotFoundError:  # run from a checkout that was never installed
@@ -171,8 +172,6 @@ def command(*args: Any, **kwargs: Any) -> Callable:
 def _say(exc: UserError) -> None:
     """One line on stderr; in a process of `resnet train --nproc N`, handed to the launcher, which
     says it once for all ranks."""
-    from .training.launch import child_error
-
     if not child_error(exc):
         print(f"resnet: error: {exc.message}", file=sys.stderr)
 
@@ -187,8 +186,6 @@ def _quiet_stdout() -> None:
 
 
 def main() -> None:
-    from .training.signals import Interrupted, exit_stopped, install_early
-
     install_early()  # done already by __main__.run, before this module was imported; again for other callers
     try:
         app()

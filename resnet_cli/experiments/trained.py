@@ -19,9 +19,13 @@ from typing import Any
 
 import torch
 
+from .. import data as data_mod
 from ..errors import UserError
-from ..training.rundir import CHECKPOINT, SPEC, RunDir
+from ..model import build_model
 from ..spec import Spec, parse_set, resolve, set_dotted, validate
+from ..training import checkpoint as ckpt
+from ..training.rundir import CHECKPOINT, SPEC, RunDir
+from ..training.runtime import analysis_runtime
 
 # What an analysis may change in a trained run's data section: where the files are, whether to
 # fetch them, how much of the test split to read. Everything else (splits, subsets of the training
@@ -100,10 +104,6 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Se
     """Spec -> model -> checkpoint weights (strict) -> data. The model comes back in eval mode:
     every analysis here evaluates with BN's running statistics, as at test time. `data_sets`: see
     `load_spec`."""
-    from ..training import checkpoint as ckpt
-    from .. import data as data_mod
-    from ..model import build_model
-
     p = check_dir(path)
     spec = load_spec(p, data_sets)
     if not (p / CHECKPOINT).is_file():
@@ -146,6 +146,4 @@ def open_runs(paths: Sequence[str | Path], device: str | torch.device = "auto", 
 
 def runtime_for(device: torch.device):
     """Analyses run in fp32 (a landscape in bf16 would be bf16 rounding noise) and NCHW."""
-    from ..training.runtime import analysis_runtime
-
     return analysis_runtime(device)

@@ -82,6 +82,9 @@ class View:
     rows: Callable[[list[dict[str, Any]]], Iterable[Sequence[Any]]] | None = None  # all kept records -> rows, where
     # a row is not one record (one record listing three files)
     no_wrap_first: bool = False  # the first column never folds (a row label such as "textbook baseline")
+    # A table its own module draws (a study's table: several lines per cell, its own layout), given
+    # the console's width; it replaces title, columns and rows.
+    draw: Callable[[int], Any] | None = None
 
     def table(self, records: Sequence[dict[str, Any]]) -> Table:
         """This view's rich table of `records`."""
@@ -102,7 +105,9 @@ def render(records: Iterable[dict[str, Any]], fmt: Format, view: View | Sequence
         return
     con = stdout()
     for v in [view] if isinstance(view, View) else view:
-        if v.show:
+        if v.draw is not None:
+            con.print(v.draw(con.width))
+        elif v.show:
             con.print(v.table(records))
         for line in v.notes:
             con.print(line)

@@ -79,16 +79,12 @@ def _only(plan, key: str, fmt) -> None:
     run = plan.find(key)
     outcome = sweep.run_one(plan, run)
     rec = report.load_run(run.path)
-    if fmt is output.Format.JSON:
-        output.emit({"event": "run", "study": plan.name, "preset": plan.preset, "index": run.row.index,
-                     "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
-                     "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
-                     "run_dir": str(run.path), "skipped": outcome.status == "skipped"})
-    else:
-        tables = report.aggregate([rec] if rec else [])
-        console = output.stdout()
-        for table in tables:
-            console.print(report.render(table, width=console.width))
+    record = {"event": "run", "study": plan.name, "preset": plan.preset, "index": run.row.index,
+              "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
+              "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
+              "run_dir": str(run.path), "skipped": outcome.status == "skipped"}
+    output.render([record], fmt, [output.View(draw=lambda width, t=table: report.render(t, width=width))
+                                  for table in report.aggregate([rec] if rec else [])])
     status = rec.status if rec else outcome.status
     if status == "diverged":
         raise typer.Exit(errors.DIVERGED)
@@ -159,13 +155,9 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
     table = tables[0]  # budget 1 (or the smallest): the plain study table and figure
     if plan.budgets != [1]:
         _budget_table(tables, threshold, fmt, plan)
-    elif fmt is output.Format.JSON:
-        for row in table.rows:
-            output.emit(report.row_json(table, row))
-        output.emit(report.study_json(table))
     else:
-        out = output.stdout()
-        out.print(report.render(table, width=out.width))
+        output.render([*(report.row_json(table, row) for row in table.rows), report.study_json(table)], fmt,
+                      output.View(draw=lambda width: report.render(table, width=width)))
     if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
         path = report.figure(table, figure_path)
         console.print(f"figure: {path}")
@@ -186,8 +178,5 @@ def _budget_table(tables, threshold: float | None, fmt, plan) -> None:
     if btable.threshold is None:
         raise UserError(f"--budgets: study '{plan.name}' states no fail_above; give --threshold PERCENT, "
                         "e.g. --threshold 20")
-    if fmt is output.Format.JSON:
-        for row in btable.rows:
-            output.emit(budgets_mod.row_json(btable, row))
-    else:
-        output.stdout().print(budgets_mod.render(btable))
+    output.render([budgets_mod.row_json(btable, row) for row in btable.rows], fmt,
+                  output.View(draw=lambda width: budgets_mod.render(btable)))

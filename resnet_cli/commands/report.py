@@ -46,20 +46,12 @@ def report(
     fmt = output.choose(json_)
     if any(t.budget != 1 for t in tables):  # runs of `resnet ablate --budgets`: one table over the budgets
         for btable in budgets.build(tables, threshold):
-            for row in btable.rows:
-                if fmt is output.Format.JSON:
-                    output.emit(budgets.row_json(btable, row))
-            if fmt is not output.Format.JSON:
-                output.stdout().print(budgets.render(btable))
+            output.render([budgets.row_json(btable, row) for row in btable.rows], fmt,
+                          output.View(draw=lambda width, b=btable: budgets.render(b)))
         return
     for table in tables:
-        if fmt is output.Format.JSON:
-            for row in table.rows:
-                output.emit(report_mod.row_json(table, row))
-            output.emit(report_mod.study_json(table))
-        else:
-            console = output.stdout()
-            console.print(report_mod.render(table, width=console.width))
+        output.render([*(report_mod.row_json(table, row) for row in table.rows), report_mod.study_json(table)], fmt,
+                      output.View(draw=lambda width, t=table: report_mod.render(t, width=width)))
     if target is not None:
         for table in tables:
             suffix = target.suffix or ".png"

@@ -51,11 +51,11 @@ def test_gradnorm_tables_keep_every_exponent_at_80_columns():
 
     results = [_net_norms("digits/plain26-with-a-long-name", 3.2, 2.1e-39),
                _net_norms("scale:0.5+full_preact", 1.5e-3, 4.4e-20), _net_norms("exclusive_gate:-6", 7.7, 1e-3)]
-    summary = render(cmd._summary_table(results, 1))
+    summary = render(cmd._summary_view(results, 1).table([]))
     # first layer, fc (index 39), min (index 39) and max (index 1) of the main-path norms, as written by hand
     for want in ["3.2e-01", "3.2e-39", "1.5e-04", "1.5e-42", "7.7e-01", "7.7e-39", "1.9e-06", "2.303"]:
         assert want in summary, want
-    layers = render(cmd._layer_table(results))
+    layers = render(cmd._layer_view(results, True).table([]))
     for want in ["3.20e-01", "3.20e-39", "1.50e-42", "2.10e-39", "4.40e-20", "unit39.conv1", "dE/dx_19"]:
         assert want in layers, want
 

@@ -110,15 +110,10 @@ def _named_specs(specs: list[str], variants: list[str], base: str | None, overri
     for path in specs:
         s = spec_mod.load(path, overrides, sets)
         named.append((Path(path).stem if Path(path).suffix else path, s))
-    base_tree = spec_mod.load_tree(base) if base else spec_mod.merge(DEFAULT_BASE, {})
+    base_tree = spec_mod.tree_of(base if base else DEFAULT_BASE, overrides, sets)
     base_tree.pop("degrade", None)  # a degrade config is a spec plus its experiment section
-    for key, value in overrides:
-        spec_mod.set_dotted(base_tree, key, value)
-    for item in sets:
-        spec_mod.set_dotted(base_tree, *spec_mod.parse_set(item))
     for v in variants:
-        tree = norms.variant_tree(base_tree, v)
-        named.append((v, spec_mod.resolve(spec_mod.validate(tree, f"--variant {v}"))))
+        named.append((v, spec_mod.load(norms.variant_tree(base_tree, v), name=f"--variant {v}")))
     names = [n for n, _ in named]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

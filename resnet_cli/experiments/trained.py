@@ -22,7 +22,8 @@ import torch
 from .. import data as data_mod
 from ..errors import UserError
 from ..model import build_model
-from ..spec import Spec, parse_set, resolve, set_dotted, validate
+from .. import spec as spec_mod
+from ..spec import Spec, parse_set
 from ..training import checkpoint as ckpt
 from ..training.rundir import CHECKPOINT, SPEC, RunDir
 from ..training.runtime import analysis_runtime
@@ -79,14 +80,12 @@ def load_spec(path: str | Path, data_sets: Sequence[str] = ()) -> Spec:
     """The run's resolved spec; `data_sets`: `--set data.KEY=VALUE` items among DATA_FREE (to read
     the same data from elsewhere), validated as the spec's own fields are."""
     p = check_dir(path)
-    tree = RunDir(p).spec_tree()
     for item in data_sets:
-        key, value = parse_set(item)
+        key, _ = parse_set(item)
         if key not in DATA_FREE:
             raise UserError(f"--set {key}: a trained run keeps its data splits and normalisation; "
                             f"only {', '.join(DATA_FREE)} may change")
-        set_dotted(tree, key, value)
-    return resolve(validate(tree, str(p / SPEC)))
+    return spec_mod.load(RunDir(p).spec_tree(), sets=data_sets, name=str(p / SPEC))
 
 
 def pick_device(name: str) -> torch.device:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
+from .. import errors, output
 from ..cli import command
+from ..errors import PipeClosed, UserError
+from ..experiments import degrade as deg
+from ..experiments.degrade import DEFAULT_CONFIG, NETS
+from ..experiments.degrade_runs import load_record
+from ..spec import load_tree
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
+from ..training.rundir import make_dir
 from . import common
 
 _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc", "test_acc",
@@ -49,10 +58,6 @@ def degrade(
     """Train plain and residual twins at several depths over several seeds; report the last epoch's
     training loss/accuracy, test accuracy and the first layer's gradient norm at step 1 (median and
     min-max over seeds, n shown), and draw training error against iteration."""
-    from .. import output
-    from ..experiments import degrade as deg
-    from ..training.rundir import make_dir
-
     fmt = output.choose(json_)
     flags = dict(batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads)
     plan = deg.make_plan(
@@ -75,9 +80,6 @@ def degrade(
 
 
 def _nets(nets: str | None) -> list[str] | None:
-    from ..errors import UserError
-    from ..experiments.degrade import NETS
-
     if nets is None:
         return None
     names = [n.strip() for n in nets.split(",") if n.strip()]
@@ -100,8 +102,6 @@ def _replay(spec_file, plan, epochs, iters, flags: dict[str, Any], sets: list[st
 
 
 def _list(lines: list[str]) -> None:
-    from ..errors import PipeClosed
-
     try:
         for line in lines:
             print(line, flush=True)
@@ -110,19 +110,13 @@ def _list(lines: list[str]) -> None:
 
 
 def _only(plan, key: str, fmt) -> None:
-    from .. import errors, output
-    from ..errors import UserError
-    from ..experiments import degrade as deg
-
     record, outcome = deg.only(plan, key)
     if outcome.status == "error":
         raise UserError(outcome.message, code=outcome.code or errors.USAGE)
     if record is not None:
-        if fmt is output.Format.JSON:
-            output.emit({**{k: record.get(k) for k in _RUN_KEYS}, "run_dir": str(plan.out / record["run_dir"]),
-                         "skipped": outcome.status == "skipped"})
-        else:
-            _run_line(output.stderr(), record, outcome.status == "skipped")
+        skipped = outcome.status == "skipped"
+        line = {**{k: record.get(k) for k in _RUN_KEYS}, "run_dir": str(plan.out / record["run_dir"]), "skipped": skipped}
+        output.render([line], fmt, output.View(show=False, log=[_run_text(record, skipped)]))
     if outcome.status == "interrupted":
         raise typer.Exit(errors.INTERRUPTED_INT)
 
@@ -134,9 +128,6 @@ class _Progress:
         self.console, self.total, self.done = console, total, 0
 
     def __call__(self, run, outcome) -> None:
-        from rich.markup import escape
-
-        from ..experiments.degrade_runs import load_record
 
         if outcome is None or outcome.status == "error":  # errors: one line at the end, or the one that stops the grid
             return
@@ -146,42 +137,32 @@ class _Progress:
             self.console.print(escape(f"[{self.done:>3}/{self.total}] {run.path.name}: {outcome.status}"
                                       + (f": {outcome.message}" if outcome.message else "")))
         else:
-            _run_line(self.console, record, False, self.done, self.total)
+            self.console.print(_run_text(record, False, self.done, self.total))
 
 
-def _run_line(console, record: dict[str, Any], reused: bool, i: int | None = None, total: int | None = None) -> None:
-    from .. import output
-
+def _run_text(record: dict[str, Any], reused: bool, i: int | None = None, total: int | None = None) -> str:
+    """One run's line for stderr: its net, depth, seed, final figures and how it was obtained."""
     how = "reused" if reused else f"{record['wall_s'] or 0.0:.1f} s"
     status = "" if record["status"] == "completed" else f"  [red]{record['status']}[/]"
     where = f"[{i:>3}/{total}] " if i is not None else ""
-    console.print(f"{where}{record['net']:<8} {record['depth']:>3} {'blocks' if record.get('family') == 'vit' else 'layers'}  seed {record['seed']:<3} "
-                  f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
-                  f"test acc {output.fmt(record['test_acc'], 3)}  grad@1 {output.fmt(record['grad_norm_first_layer'], 2)}"
-                  f"  ({how}){status}")
+    return (f"{where}{record['net']:<8} {record['depth']:>3} {'blocks' if record.get('family') == 'vit' else 'layers'}  seed {record['seed']:<3} "
+            f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
+            f"test acc {output.fmt(record['test_acc'], 3)}  grad@1 {output.fmt(record['grad_norm_first_layer'], 2)}"
+            f"  ({how}){status}")
 
 
 def _render(grid, fmt, log) -> None:
     """The grid's report view: run records and summaries (JSON) or the table, then the findings."""
-    import signal
 
-    from rich.markup import escape
-
-    from .. import errors, output
-    from ..experiments import degrade as deg
 
     outcomes = grid.outcomes
     reused = [r for r in grid.records if outcomes.get(_key(grid, r), None) is None
               or outcomes[_key(grid, r)].status == "skipped"]
     for record in reused:
-        _run_line(log, record, True)
-    if fmt is output.Format.JSON:
-        for record in grid.records:
-            output.emit({k: record.get(k) for k in _RUN_KEYS})
-        for s in grid.summaries:
-            output.emit(s)
-    elif grid.summaries:
-        output.stdout().print(_table(grid.summaries, grid.plan))
+        log.print(_run_text(record, True))
+    table = (lambda width: _table(grid.summaries, grid.plan)) if grid.summaries else None
+    output.render([*({k: r.get(k) for k in _RUN_KEYS} for r in grid.records), *grid.summaries], fmt,
+                  output.View(draw=table, show=False))
     _findings(grid, log)
     trained = sum(o.status not in ("skipped", "error") for o in outcomes.values())
     if grid.figure is not None:
@@ -210,9 +191,6 @@ def _key(grid, record: dict[str, Any]) -> str:
 
 
 def _findings(grid, log) -> None:
-    from .. import output
-    from ..experiments import degrade as deg
-
     if grid.findings is not None:
         log.print(f"{deg.ARTICLE}'s findings on 8x8 digits, ours beside its figures:")
         for f in grid.findings:
@@ -233,10 +211,6 @@ def _findings(grid, log) -> None:
 def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | None) -> list[tuple[str, Any]]:
     """--epochs/--iters change the length only: a base without lr steps (milestones: [], the article's
     digits recipe) keeps none; otherwise the steps move to 50%/75% of the new length."""
-    from ..errors import UserError
-    from ..experiments.degrade import DEFAULT_CONFIG
-    from ..spec import load_tree
-
     if epochs is not None and iters is not None:
         raise UserError("--epochs and --iters are exclusive: give one length")
     if epochs is None and iters is None:
@@ -257,8 +231,6 @@ def _seed_text(seeds: list[int]) -> str:
 
 def _cell(s: dict[str, Any], metric: str, digits: int) -> str:
     """Median; min-max over seeds below it; the published figure (dim) below that, where one exists."""
-    from .. import output
-
     med, lo, hi = s[f"{metric}_median"], s[f"{metric}_min"], s[f"{metric}_max"]
     lines = [output.fmt(med, digits)]
     if med is not None and s["n"] > 1:
@@ -276,8 +248,6 @@ def _cell(s: dict[str, Any], metric: str, digits: int) -> str:
 
 
 def _table(summaries: list[dict[str, Any]], plan):
-    from .. import output
-
     rows = []
     for s in summaries:
         # The seed count sits under the net's name: one column fewer keeps the ranges whole at 80 columns.

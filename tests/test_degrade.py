@@ -92,6 +92,15 @@ def test_parse_seeds_and_depths():
     assert D.parse_depths(["8,26"]) == [8, 26] and D.parse_depths(["8", "26"]) == [8, 26]
 
 
+@pytest.mark.parametrize("seeds, written", [([0, 1, 2, 3], "0..3"), ([3], "3"), ([0, 1], "0,1"), ([0, 3, 7], "0,3,7"),
+                                            ([5, 6, 7], "5..7"), ([2, 1, 0], "2,1,0")])
+def test_seeds_are_written_as_parse_reads_them(seeds, written):
+    from resnet_cli.spec.seeds import parse, text
+
+    assert text(seeds) == written  # by hand: --seeds as a user would type it
+    assert parse(text(seeds)) == seeds
+
+
 def test_twins_differ_only_in_shortcut_and_share_parameters():
     plan = D.make_plan(None)
     for depth in plan.depths:

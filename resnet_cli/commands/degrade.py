@@ -17,6 +17,7 @@ from ..experiments.degrade_runs import load_record
 from ..spec import load_tree
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
+from ..spec.seeds import text as seeds_text
 from ..training.rundir import make_dir
 from . import common
 
@@ -74,7 +75,7 @@ def degrade(
     n_runs = len(plan.depths) * len(plan.nets) * len(plan.seeds)
     log.print(f"degrade: {n_runs} run{'s' if n_runs != 1 else ''} "
               f"(depths {', '.join(map(str, plan.depths))}; {', '.join(plan.nets)}; seeds "
-              f"{_seed_text(plan.seeds)}) from {plan.source} -> {plan.out}")
+              f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
     grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, n_runs))
     _render(grid, fmt, log)
 
@@ -91,7 +92,7 @@ def _nets(nets: str | None) -> list[str] | None:
 def _replay(spec_file, plan, epochs, iters, flags: dict[str, Any], sets: list[str]) -> list[str]:
     """The flags that rebuild this plan, for the command lines --list prints."""
     args = [spec_file] if spec_file else []
-    args += ["--depths", ",".join(map(str, plan.depths)), "--seeds", _seed_text(plan.seeds),
+    args += ["--depths", ",".join(map(str, plan.depths)), "--seeds", seeds_text(plan.seeds),
              "--nets", ",".join(plan.nets)]
     for name, value in (("epochs", epochs), ("iters", iters), *flags.items()):
         if value is not None:
@@ -220,13 +221,6 @@ def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | No
     if epochs is not None:
         return [("optim.epochs", epochs), ("optim.iters", None), ("optim.milestones", milestones)]
     return [("optim.iters", iters), ("optim.epochs", None), ("optim.milestones", milestones)]
-
-
-def _seed_text(seeds: list[int]) -> str:
-    """0..9 for a range, else 0,3,7: as --seeds takes them (a lone number is that seed)."""
-    if seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
-        return f"{seeds[0]}..{seeds[-1]}"
-    return ",".join(map(str, seeds))
 
 
 def _cell(s: dict[str, Any], metric: str, digits: int) -> str:

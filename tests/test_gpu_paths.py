@@ -14,6 +14,8 @@ from resnet_cli import spec as S
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model
 
+from processes import resnet
+
 pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
 
@@ -201,8 +203,6 @@ def test_each_rank_restores_its_own_entry():
 
 def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_path):
     import json
-    import subprocess
-    import sys
 
     from resnet_cli import data as D
 
@@ -210,9 +210,7 @@ def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_pa
     args = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "4", "--batch-size", "32",
             "--set", "train.checkpoint_every=0", "--set", "train.grad_norm_every=2", "--device", "cpu",
             "--set", "data.shuffle=keyed"]  # global shuffling is one process's
-    p = subprocess.run([sys.executable, "-m", "resnet_cli", "train", *args, "--nproc", "2", "--out", str(out), "--json"],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                       env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    p = resnet("train", *args, "--nproc", "2", "--out", out, "--json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout.splitlines()[-1])
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]

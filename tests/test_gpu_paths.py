@@ -16,7 +16,6 @@ from resnet_cli.model import build_model
 
 from processes import resnet
 
-pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
 
 def _tiny(segments: int = 0):
@@ -27,6 +26,7 @@ def _tiny(segments: int = 0):
     return model
 
 
+@pytest.mark.slow  # torch.compile: about a minute on a CPU
 def test_compile_with_activation_checkpointing_matches_eager():
     """Dynamo refuses a lambda built inside forward as checkpoint's context_fn (issue 14, item 1);
     the compiled, checkpointed step must give the eager, plain step's gradients and BN statistics
@@ -201,6 +201,7 @@ def test_each_rank_restores_its_own_entry():
 
 # -- DDP on two gloo ranks: items 2, 4, 11 -------------------------------------------------------
 
+@pytest.mark.slow  # two torchrun ranks
 def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_path):
     import json
 
@@ -244,6 +245,7 @@ def _check_module():
     return module
 
 
+@pytest.mark.slow  # pytest in a child
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")
 def test_gpu_check_without_cuda_writes_a_skipped_summary_and_tests_gpu_skip_as_one(tmp_path):
     import json
@@ -261,6 +263,7 @@ def test_gpu_check_without_cuda_writes_a_skipped_summary_and_tests_gpu_skip_as_o
         next(ln for ln in p.stdout.splitlines() if ln.startswith("SKIPPED"))] and "SKIPPED [1]" in p.stdout and "no CUDA device" in p.stdout
 
 
+@pytest.mark.slow  # resnet bench in a child
 def test_gpu_check_reads_the_bench_rows_it_reports(in_tmp):
     """The figures come from `resnet bench --json`: run the check's own reader on a tiny CPU bench."""
     check = _check_module()

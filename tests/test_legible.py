@@ -222,12 +222,9 @@ def test_digits_configs_resolve_to_one_thread(name):
     assert spec_mod.load(f"digits/{name}").run.threads == 1
 
 
-def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path):
+def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path, residual8_run):
     runner = CliRunner()
-    run = tmp_path / "r8"
-    res = runner.invoke(app, ["train", "digits/residual8", "--epochs", "1", "--set", "model.widths=[4]",
-                              "--threads", "1", "--out", str(run)])
-    assert res.exit_code == 0, res.output
+    run = residual8_run  # digits/residual8 keeps run.threads 1 (the test above)
     try:
         torch.set_num_threads(2)
         res = runner.invoke(app, ["lesion", str(run), "--max-k", "1", "--draws", "1", "--out", str(tmp_path / "l.png")])

@@ -1,23 +1,107 @@
 """The `resnet` command. Each subcommand lives in commands/<name>.py: it parses flags, calls one
-plain function, and renders the result. Heavy imports (torch) happen inside the commands, so
-`resnet --help` stays fast."""
+plain function, and renders the result. A command's module is imported when that command runs
+(Click's lazily loading group), so `resnet --help` imports no torch and each command module keeps
+its imports at its top."""
 
 from __future__ import annotations
 
+import difflib
 import functools
+import importlib
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 from typer._click.exceptions import UsageError as _ClickUsageError  # the Click that typer vendors
 
 from . import errors
 from .training import testhook
+from .training.launch import child_error
+from .training.signals import Interrupted, exit_stopped, install_early
 from .errors import PipeClosed, UserError
+
+# Every command: its module in commands/ and the help line `resnet --help` lists (the first sentence
+# of the command's docstring, which is all Click shows there; a test keeps the two equal). A new
+# command is one new file and one line here.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ablate": ("ablate", "Run a study: rows x seeds, each a resumable run directory; finished runs are skipped."),
+    "bench": ("bench", "Images/s, step time, peak memory, FLOPs of ours and of the textbook baseline, and their "
+                       "ratio."),
+    "configs": ("configs", "List the bundled specs (use a name as SPEC: `resnet train preact/resnet164-cifar10`), "
+                           "studies and experiments."),
+    "degrade": ("degrade", "Train plain and residual twins at several depths over several seeds; report the last "
+                           "epoch's training loss/accuracy, test accuracy and the first layer's gradient norm at "
+                           "step 1 (median and min-max over seeds, n shown), and draw training error against "
+                           "iteration."),
+    "eval": ("eval", "Error, loss, per-class error and confusion matrix of trained runs on a split (BN in eval "
+                     "mode, single view)."),
+    "export": ("export", "Write a trained net for other tools (with its spec, class names and preprocessing) and "
+                         "check its logits."),
+    "gradnorm": ("gradnorm", "Gradient norm of every weight layer and of each unit's input, side by side for "
+                             "several nets; the Jacobian gain of plain vs residual stacks; layer responses of "
+                             "trained runs."),
+    "landscape": ("landscape", "Training loss and accuracy on a grid around the trained weights; BN in eval mode "
+                               "(running stats)."),
+    "lesion": ("lesion", "Delete each unit in turn (branch -> 0, shortcut kept), then k random units; test error "
+                         "each time."),
+    "paths": ("paths", "Gradient carried by paths of each length: backward through k units' branches, the other "
+                       "units' shortcuts."),
+    "plot": ("plot", "Error against iterations: training error thin, test error bold (He 2016a Fig. 1, 4, 6)."),
+    "report": ("report", "One table per study (row, test error median with its 95% bootstrap interval, mean ± std "
+                         "over seeds, n, training loss, status, the paper's figure; Kendall's tau against the "
+                         "paper's order), read only from study.json, spec.yaml, summary.json, metrics.jsonl."),
+    "train": ("train", "Train one net."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """Click's lazily loading group (click.palletsprojects.com, "Lazily Loading Subcommands"):
+    `list_commands` and the help listing come from COMMANDS; `get_command` imports the one module
+    asked for. Importing it registers its function on `app` (`@command()`), which is then made into
+    a Click command as Typer makes every other one."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx, cmd_name: str):
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(f"{__package__}.commands.{COMMANDS[cmd_name][0]}")
+            for info in app.registered_commands:
+                if (info.name or typer.main.get_command_name(info.callback.__name__)) == cmd_name:
+                    # typer.main.get_command_from_info: how Typer itself builds each command of a group.
+                    self.add_command(typer.main.get_command_from_info(
+                        info, pretty_exceptions_short=app.pretty_exceptions_short,
+                        rich_markup_mode=app.rich_markup_mode))
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx, formatter) -> None:
+        """The listing of `resnet --help` from COMMANDS, without importing a command: each line is
+        cut to the terminal's width as Click cuts a command's own help."""
+        listed = {name: TyperCommand(name=name, help=help_) for name, (_, help_) in COMMANDS.items()}
+        self.commands, loaded = {**listed, **self.commands}, self.commands
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self.commands = loaded
+
+    def resolve_command(self, ctx, args):
+        """A mistyped command is answered with the closest names from COMMANDS (Typer suggests from
+        the commands loaded so far, which here are none)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except _ClickUsageError as exc:
+            close = difflib.get_close_matches(args[0], list(COMMANDS)) if args else []
+            if close and "Did you mean" not in exc.message:
+                exc.message = f"{exc.message.rstrip('.')}. Did you mean {', '.join(map(repr, close))}?"
+            raise
+
 
 app = typer.Typer(
     name="resnet",
+    cls=LazyGroup,
     help="Reproduce and extend the ResNet papers (He et al. 2016a, 2016b): train, ablate, degrade, gradnorm.",
     no_args_is_help=True,
     add_completion=False,
@@ -46,8 +130,6 @@ _ClickUsageError.show = _one_line_usage_error
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
             v = version("resnet-cli")
         except PackageNotFoundError:  # run from a checkout that was never installed
@@ -90,8 +172,6 @@ def command(*args: Any, **kwargs: Any) -> Callable:
 def _say(exc: UserError) -> None:
     """One line on stderr; in a process of `resnet train --nproc N`, handed to the launcher, which
     says it once for all ranks."""
-    from .training.launch import child_error
-
     if not child_error(exc):
         print(f"resnet: error: {exc.message}", file=sys.stderr)
 
@@ -105,25 +185,7 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _register() -> None:
-    """Import every module in commands/: each registers its own subcommands on `app`, so a new
-    command is one new file. (These modules import torch lazily, inside their functions.)"""
-    import importlib
-    import pkgutil
-
-    from . import commands
-
-    for mod in sorted(m.name for m in pkgutil.iter_modules(commands.__path__)):
-        if mod != "common":
-            importlib.import_module(f"{commands.__name__}.{mod}")
-
-
-_register()
-
-
 def main() -> None:
-    from .training.signals import Interrupted, exit_stopped, install_early
-
     install_early()  # done already by __main__.run, before this module was imported; again for other callers
     try:
         app()

@@ -1,8 +1,10 @@
 """Rendering, one place: tables for people, JSON lines for pipes, diagnostics on stderr.
 
 stdout carries results only (a rich table on a terminal, JSON lines otherwise); progress bars,
-live tables and messages go to a stderr console. The format is chosen from `--json` or from
-`sys.stdout.isatty()`, never from rich's terminal detection, which FORCE_COLOR=1 (set by many CI systems) fools.
+live tables and messages go to a stderr console. A command returns its results as records (one
+dict per JSON line) and says how people see them (`View`s); `render` does the rest. The format is
+chosen from `--json` or from `sys.stdout.isatty()`, never from rich's terminal detection, which
+FORCE_COLOR=1 (set by many CI systems) fools.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import enum
 import json
 import math
+import os
 import re
 import sys
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 from rich import box
 from rich.console import Console
@@ -56,6 +60,59 @@ def emit(obj: dict[str, Any]) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         raise PipeClosed() from None
+
+
+@dataclass(frozen=True)
+class View:
+    """One table for people: which records it shows (`keep`), how a record becomes a row (`row`),
+    the title, columns and caption; `notes`: lines printed under it on stdout (the paper's figures
+    beside ours); `log`: lines for stderr after it (where a figure went). `show=False`: notes and
+    log only, no table. In JSON mode only the records are written: they carry all of this."""
+
+    title: str = ""
+    columns: Sequence[str] = ()
+    row: Callable[[dict[str, Any]], Sequence[Any]] = lambda r: ()
+    keep: Callable[[dict[str, Any]], bool] = lambda r: True
+    caption: str | None = None
+    justify_right: Sequence[bool] | None = None
+    compact: bool = False
+    notes: Sequence[str] = ()
+    log: Sequence[str] = ()
+    show: bool = True
+    rows: Callable[[list[dict[str, Any]]], Iterable[Sequence[Any]]] | None = None  # all kept records -> rows, where
+    # a row is not one record (one record listing three files)
+    no_wrap_first: bool = False  # the first column never folds (a row label such as "textbook baseline")
+    # A table its own module draws (a study's table: several lines per cell, its own layout), given
+    # the console's width; it replaces title, columns and rows.
+    draw: Callable[[int], Any] | None = None
+
+    def table(self, records: Sequence[dict[str, Any]]) -> Table:
+        """This view's rich table of `records`."""
+        kept = [r for r in records if self.keep(r)]
+        t = table(self.title, self.columns, self.rows(kept) if self.rows else [self.row(r) for r in kept],
+                  self.justify_right, caption=self.caption, compact=self.compact)
+        if self.no_wrap_first:
+            t.columns[0].no_wrap = True
+        return t
+
+
+def render(records: Iterable[dict[str, Any]], fmt: Format, view: View | Sequence[View]) -> None:
+    """JSON: each record as one line on stdout (never rich there). TABLE: each view in turn."""
+    records = list(records)
+    if fmt is Format.JSON:
+        for r in records:
+            emit(r)
+        return
+    con = stdout()
+    for v in [view] if isinstance(view, View) else view:
+        if v.draw is not None:
+            con.print(v.draw(con.width))
+        elif v.show:
+            con.print(v.table(records))
+        for line in v.notes:
+            con.print(line)
+        for line in v.log:
+            info(line)
 
 
 def info(message: str) -> None:
@@ -116,8 +173,6 @@ def fold(name: str, width: int = 10) -> str:
 def short_paths(paths: Sequence[str]) -> tuple[str | None, list[str]]:
     """(the directory all paths share, each path below it): a table shows the short names and says
     the shared directory once. (None, paths) when they share nothing but the root."""
-    import os
-
     if not paths:
         return None, []
     parents = [os.path.dirname(os.path.normpath(p)) for p in paths]

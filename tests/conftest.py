@@ -34,3 +34,28 @@ def residual8_run(tmp_path_factory):
                                  "--out", str(out)])
     assert r.exit_code == 0, r.stderr
     return out
+
+
+@pytest.fixture
+def training_loss(monkeypatch):
+    """`training_loss(then)`: from now on each training step's loss is `then(loss, n)`, n counting
+    the steps from 1, by wrapping torch's cross-entropy for the calls that build a graph (the
+    trainer's step); evaluation runs under no_grad and keeps the plain loss."""
+    import torch
+    import torch.nn.functional as F
+
+    plain = F.cross_entropy
+    calls = {"n": 0}
+
+    def install(then):
+        def loss(*args, **kw):
+            value = plain(*args, **kw)
+            if not torch.is_grad_enabled():
+                return value
+            calls["n"] += 1
+            return then(value, calls["n"])
+
+        monkeypatch.setattr(F, "cross_entropy", loss)
+        return calls
+
+    return install

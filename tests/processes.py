@@ -1,5 +1,7 @@
-"""`resnet` in a child process, and a child killed at a known step (resnet_cli/training/testhook.py): shared
-by the tests that kill a run and resume it."""
+"""`resnet` in a child process: the one place the tests start one, hold one at a known step
+(resnet_cli/training/testhook.py), kill one, or find its workers; and TINY_STUDY, a study of seconds."""
+
+from __future__ import annotations
 
 import os
 import signal
@@ -22,22 +24,98 @@ seeds: [0]
 """
 
 
-def resnet(*args, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
-                          env=ENV, timeout=300, cwd=cwd)
+def command(*args) -> list[str]:
+    """The argv of `resnet ARGS` run by this interpreter (the checkout's package, not an installed one)."""
+    return [sys.executable, "-m", "resnet_cli", *map(str, args)]
+
+
+def torchrun(*args, nproc: int = 2, extra=()) -> list[str]:
+    """The argv of `resnet ARGS` under torchrun with `nproc` CPU ranks."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *extra,
+            "-m", "resnet_cli", *map(str, args)]
+
+
+def resnet(*args, cwd: Path | None = None, env: dict | None = None, timeout: float = 300,
+           cmd: list[str] | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run `resnet ARGS` (or `cmd`) to the end; stdout and stderr captured as text unless given."""
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("text", True)
+    return subprocess.run(cmd or command(*args), env=ENV if env is None else env, timeout=timeout, cwd=cwd, **kw)
+
+
+def spawn(*args, cwd: Path | None = None, pause: int | str | None = None, env: dict | None = None,
+          cmd: list[str] | None = None, **kw) -> subprocess.Popen:
+    """Start `resnet ARGS` (or `cmd`) and return at once; stdout and stderr are text pipes unless
+    given. `pause`: a step number or a start-up phase where the child stops and waits (testhook.py)
+    until `marker(cwd)` is removed; `held` waits for it to get there."""
+    env = dict(ENV if env is None else env)
+    if pause is not None:
+        env["RESNET_TEST_PAUSE"] = f"{pause}:{marker(cwd)}"
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("text", kw["stdout"] == subprocess.PIPE or kw["stderr"] == subprocess.PIPE)
+    return subprocess.Popen(cmd or command(*args), cwd=cwd, env=env, **kw)
+
+
+def marker(cwd: Path | None) -> Path:
+    """The file a paused child creates (with its pid) and waits on while it exists."""
+    return Path(cwd or ".").resolve() / "paused"
+
+
+def held(proc: subprocess.Popen, cwd: Path | None = None, timeout: float = 120) -> Path:
+    """Wait until `proc` (spawned with `pause`) is held at its pause; returns the marker."""
+    path = marker(cwd)
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the child ended before the pause: {proc.communicate()}")
+        assert time.monotonic() < deadline, "the child never reached the pause"
+        time.sleep(0.005)
+    return path
+
+
+def start_paused(pause: int | str, *args, cwd: Path, **kw) -> tuple[subprocess.Popen, Path]:
+    """`spawn` then `held`: the test's signals land at that step or phase every time, no sleeps."""
+    proc = spawn(*args, cwd=cwd, pause=pause, **kw)
+    return proc, held(proc, cwd)
+
+
+def handled(path: Path, proc: subprocess.Popen, timeout: float = 60) -> int:
+    """Until the held child's stop flag has the signal sent to it (PATH.signalled, with its number):
+    a second signal of the same kind sent earlier would merge with the first (they do not queue)."""
+    done = path.with_name(path.name + ".signalled")
+    deadline = time.monotonic() + timeout
+    while not done.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    return int(done.read_text())
 
 
 def kill_at(step: int, *args, cwd: Path) -> None:
     """`resnet ARGS` held after `step` (no sleeps, no race), then SIGKILLed: nothing after the
     step runs, no handler, no final save."""
-    marker = cwd / "paused"
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *map(str, args)], cwd=cwd,
-                            env={**ENV, "RESNET_TEST_PAUSE": f"{step}:{marker}"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None, "the child ended before the pause"
-        assert time.monotonic() < deadline, "the child never reached the pause"
-        time.sleep(0.005)
+    proc, _ = start_paused(step, *args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux: read from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -323,6 +323,7 @@ def test_changed_study_does_not_reuse_old_runs(in_tmp, tiny):
     assert "holds a run with another spec (optim.lr)" in r.stderr
 
 
+@pytest.mark.slow
 def test_jobs_run_in_child_processes(in_tmp, tiny):
     text = TINY.replace("seeds: [0, 1]", "seeds: [0]").split("  - label: plain")[0] + BLOWUP
     r = invoke("ablate", write(in_tmp / "kids.yaml", text), "--out", "res", "--jobs", 2, "--json")
@@ -353,6 +354,7 @@ def test_a_run_that_cannot_start_stops_the_sweep_in_one_line(in_tmp, tiny):
     assert not (in_tmp / "res" / "01-identity-s1").exists()
 
 
+@pytest.mark.slow
 def test_threads_reach_every_run_and_finished_runs_are_still_reused(in_tmp, tiny):
     # Two workers would get one core each on this 2-core machine, and tests run torch with one
     # thread: 3 threads per run is what only the flag can give.

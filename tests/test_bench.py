@@ -46,6 +46,7 @@ def test_bench_json_schema_ours_against_baseline(in_tmp):
     assert rows[0]["baseline_runtime"]["dataloader_workers"] == 2
 
 
+@pytest.mark.slow
 def test_data_only_mode_times_both_augmentation_paths(in_tmp):
     r = invoke("bench", *TINY, "--data-only", "--json")
     assert r.exit_code == 0, r.stderr
@@ -129,6 +130,7 @@ def test_default_segments_are_about_sqrt_units():
     assert bench.default_segments(S.load("preact/resnet1001-cifar10")) == 18  # 333 units
 
 
+@pytest.mark.slow
 def test_a_busy_machine_gets_a_warning_and_the_json_records_it(in_tmp, monkeypatch):
     """With more threads than the cores left free, rates understate the machine (two threads on two
     busy cores measured slower than one, docs/bench.md): bench says so on stderr and in the JSON."""

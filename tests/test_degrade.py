@@ -1,6 +1,8 @@
-"""`resnet degrade` on tiny grids: the JSON schema, reuse of finished runs, the twins, the article's findings."""
+"""`resnet degrade` on tiny grids: the JSON schema, reuse of finished runs, the twins, the article's findings,
+the shared sweep engine (--jobs, --list, `resnet report`) and output directories of earlier versions."""
 
 import json
+import shlex
 
 import pytest
 import torch
@@ -9,14 +11,16 @@ from typer.testing import CliRunner
 
 from resnet_cli import data as data_mod
 from resnet_cli import spec as S
-from resnet_cli.training.callbacks import Callback
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.experiments import degrade as D
 from resnet_cli.model import build_model, count_params
+from resnet_cli.training.curve import CurveProbe
+from resnet_cli.training.trainer import Trainer
 
 RUN_KEYS = {"net", "depth", "seed", "train_loss", "train_acc", "test_acc", "grad_norm_first_layer"}
-TINY = ["--depths", "4,6", "--seeds", "0..1", "--epochs", "1", "--set", "data.train_subset=256"]
+LENGTH = ["--epochs", "1", "--set", "data.train_subset=256"]
+TINY = ["--depths", "4,6", "--seeds", "0..1", *LENGTH]
 
 
 def lines(text: str) -> list[dict]:
@@ -41,16 +45,22 @@ def test_cli_json_schema_files_and_reuse(in_tmp):
     for s in sums:
         assert s["n"] == 2 and s["train_acc_min"] <= s["train_acc_median"] <= s["train_acc_max"]
         assert {"grad_norm_first_layer_median", "test_acc_median", "train_loss_median"} <= set(s)
-    for name in (D.RUNS_FILE, D.RESULT_FILE, D.FIGURE_FILE):
+    for name in (D.RESULT_FILE, D.FIGURE_FILE):
         assert (in_tmp / "d" / name).is_file()
-    curve = json.loads((in_tmp / "d" / D.RUNS_FILE).read_text().splitlines()[0])["curve"]
+    assert not (in_tmp / "d" / "runs.jsonl").exists()  # the run directories are the records
+    probe = json.loads((in_tmp / "d" / "runs" / "plain-4-seed0" / "probe.json").read_text())
+    curve = probe["curve"]
     assert curve[-1][0] == 4 and all(0 <= point[2] <= 100 for point in curve)  # 256 / 64 -> 4 steps
+    # One window a step here (64 images each): their mean error is the epoch's training error.
+    summary = json.loads((in_tmp / "d" / "runs" / "plain-4-seed0" / "summary.json").read_text())
+    assert sum(point[2] for point in curve) / 4 == pytest.approx(summary["train_error"])
 
+    stamp = {p: p.stat().st_mtime_ns for p in (in_tmp / "d" / "runs").glob("*/checkpoint.pt")}
     again = runner.invoke(app, ["degrade", *TINY, "--out", "d", "--json"])
     assert again.exit_code == 0
-    assert "reused" in again.stderr
+    assert again.stderr.count("(reused)") == 8 and "0 run(s) trained" in again.stderr, again.stderr
     assert [o for o in lines(again.stdout) if o["event"] == "run"] == runs
-    assert len((in_tmp / "d" / D.RUNS_FILE).read_text().splitlines()) == 8  # nothing retrained
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp  # nothing retrained
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -80,6 +90,15 @@ def test_parse_seeds_and_depths():
         with pytest.raises(UserError):
             parse(bad)
     assert D.parse_depths(["8,26"]) == [8, 26] and D.parse_depths(["8", "26"]) == [8, 26]
+
+
+@pytest.mark.parametrize("seeds, written", [([0, 1, 2, 3], "0..3"), ([3], "3"), ([0, 1], "0,1"), ([0, 3, 7], "0,3,7"),
+                                            ([5, 6, 7], "5..7"), ([2, 1, 0], "2,1,0")])
+def test_seeds_are_written_as_parse_reads_them(seeds, written):
+    from resnet_cli.spec.seeds import parse, text
+
+    assert text(seeds) == written  # by hand: --seeds as a user would type it
+    assert parse(text(seeds)) == seeds
 
 
 def test_twins_differ_only_in_shortcut_and_share_parameters():
@@ -118,14 +137,16 @@ def test_first_layer_grad_norm_matches_a_hand_computed_step():
     plan = D.make_plan(None, overrides=[("optim.iters", 1), ("optim.epochs", None)])
     spec = D.twin(plan, "plain", 6, 4)
     data = data_mod.load(spec.data)
-    record = D.train_one(spec, data)
+    trainer = Trainer(spec, data=data)
+    trainer.run()
+    (probe,) = [cb for cb in trainer.callbacks if isinstance(cb, CurveProbe)]  # the spec asks for it
     torch.manual_seed(spec.run.seed)
     model = build_model(spec.model, 1, 10)
     batches = data_mod.batches_for(data, "train", 64, "none", 0, "cpu", spec.run.seed)
     # data.shuffle: global (the article's stream): the first order is the next draw after the init
     x, y = next(iter(batches.epoch(0, order=torch.randperm(len(batches)))))
     F.cross_entropy(model(x), y).backward()
-    assert record["grad_norm_first_layer"] == pytest.approx(model.stem[0].weight.grad.norm().item(), rel=1e-4)
+    assert probe.grad_norm_first_layer == pytest.approx(model.stem[0].weight.grad.norm().item(), rel=1e-4)
 
 
 def _summary(net, depth, acc, grad, dataset="digits"):
@@ -168,10 +189,9 @@ def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
     res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "0", "--out", "d", "--json"])
     assert res.exit_code == 0, res.output
     runs = {(r["net"], r["depth"]): r for r in lines(res.stdout) if r["event"] == "run"}
-    records = [json.loads(line) for line in (in_tmp / "d" / D.RUNS_FILE).read_text().splitlines()]
-    for rec in records:
-        path = in_tmp / "d" / "runs" / f"{rec['net']}-{rec['depth']}-seed0"
-        assert rec["run_dir"] == f"runs/{path.name}"
+    assert len(runs) == 4
+    for net, depth in runs:
+        path = in_tmp / "d" / "runs" / f"{net}-{depth}-seed0"
         metrics = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
         epoch = [m for m in metrics if m.get("event") == "epoch"][-1]
         # The kept checkpoint is the trained net: evaluated again, it gives the run's own test accuracy.
@@ -181,7 +201,7 @@ def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
                      data_mod.eval_for(trained.data, "test", 97, trained.device)]
         wrong = sum(pairs) / data_mod.num_examples(trained.data, "test")
         assert 100 * wrong == pytest.approx(epoch["test_error"], abs=1e-6)
-        assert runs[(rec["net"], rec["depth"])]["test_acc"] == pytest.approx(1 - wrong, abs=1e-6)
+        assert runs[(net, depth)]["test_acc"] == pytest.approx(1 - wrong, abs=1e-6)
     assert (in_tmp / "d" / "runs" / "plain-4-seed0" / "spec.yaml").is_file()
     lesion = CliRunner().invoke(app, ["lesion", str(in_tmp / "d" / "runs" / "residual-6-seed0"), "--json"])
     assert lesion.exit_code == 0, lesion.output
@@ -210,53 +230,52 @@ def test_a_field_added_since_a_run_leaves_it_reusable(in_tmp):
 
     args = ["degrade", *TINY, "--seeds", "0", "--out", "d", "--json"]
     assert CliRunner().invoke(app, args).exit_code == 0
-    # The run as an older version wrote it: its spec.yaml lacks a field that has a default now,
-    # and its recorded key was hashed over that older schema.
+    # The run as an older version wrote it: its spec.yaml lacks a field that has a default now.
     for rec_dir in (in_tmp / "d" / "runs").iterdir():
         tree = yaml.safe_load((rec_dir / "spec.yaml").read_text())
         del tree["optim"]["warmup_lr"]
         (rec_dir / "spec.yaml").write_text(yaml.safe_dump(tree))
-    runs = in_tmp / "d" / D.RUNS_FILE
-    runs.write_text("".join(json.dumps({**json.loads(line), "spec_key": "older-schema"}) + "\n"
-                            for line in runs.read_text().splitlines()))
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and again.stderr.count("(reused)") == 4, again.stderr
-    # A value the run really used still counts: another warm-up lr is another run.
+    # A value the run really used still counts: another warm-up lr is another run, refused in one
+    # line per run (the sweep engine never reuses or resumes a directory of another spec).
     other = CliRunner().invoke(app, [*args, "--set", "optim.warmup_lr=0.02"])
-    assert other.exit_code == 0 and "reused" not in other.stderr
+    assert other.exit_code == 2 and "(reused)" not in other.stderr and other.stdout.strip() == ""
+    assert other.stderr.count("holds a run with another spec (optim.warmup_lr)") == 4, other.stderr
 
 
 class _Crash(Exception):
     pass
 
 
-class _CrashAt(Callback):
-    """Raises in the middle of a run, as a kill or a crash would cut it (after its checkpoint)."""
-
-    def __init__(self, iteration: int):
-        self.iteration = iteration
-
-    def after_backward(self, t) -> None:
-        if t.p.iteration == self.iteration:
-            raise _Crash
-
-
-def test_a_run_cut_off_midway_resumes_to_the_same_record(in_tmp):
+def test_a_run_cut_off_midway_resumes_to_the_same_record(in_tmp, monkeypatch):
     # 16 epochs of 4 steps: curve windows of 2 steps. A checkpoint every 5 steps falls mid-window,
     # and the crash comes at step 7, after it: the resumed run must carry the curve and the step-1
     # gradient from before the cut and the half-filled window.
     overrides = [("optim.epochs", 16), ("data.train_subset", 256), ("train.checkpoint_every", 5)]
-    plan = D.make_plan(None, depths=[6], seeds=[0], nets=["residual"], overrides=overrides)
-    whole = D.run(plan, in_tmp / "whole")[0]
+    whole = D.execute(D.make_plan(None, depths=[6], seeds=[0], nets=["residual"], overrides=overrides,
+                                  out=in_tmp / "whole")).records[0]
+    plan = D.make_plan(None, depths=[6], seeds=[0], nets=["residual"], overrides=overrides, out=in_tmp / "cut")
+    real = CurveProbe.after_backward
+
+    def crash_at_7(self, t):
+        if t.p.iteration == 6:
+            raise _Crash  # as a kill or a crash would cut the run, after its checkpoint at step 5
+        real(self, t)
+
+    monkeypatch.setattr(CurveProbe, "after_backward", crash_at_7)
     with pytest.raises(_Crash):
-        D.run(plan, in_tmp / "cut", callbacks=lambda: [_CrashAt(6)])
-    assert not (in_tmp / "cut" / D.RUNS_FILE).exists()  # no record for a run that did not finish
-    resumed = D.run(plan, in_tmp / "cut")[0]
-    assert resumed["resumed_at"] == 5 and "resumed_at" not in whole
+        D.execute(plan)
+    monkeypatch.setattr(CurveProbe, "after_backward", real)
+    path = in_tmp / "cut" / "runs" / "residual-6-seed0"
+    assert not (path / "summary.json").exists() and (path / "checkpoint.pt").is_file()  # cut off, resumable
+    grid = D.execute(plan)
+    (resumed,) = grid.records
+    assert grid.outcomes["1:0"].status == "completed"
     for key in ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer", "curve", "iterations"):
         assert resumed[key] == whole[key], key
     assert [point[0] for point in resumed["curve"]] == list(range(2, 65, 2))
-    metrics = (in_tmp / "cut" / "runs" / "residual-6-seed0" / "metrics.jsonl").read_text().splitlines()
+    metrics = (path / "metrics.jsonl").read_text().splitlines()
     epochs = [json.loads(line)["epoch"] for line in metrics if json.loads(line).get("event") == "epoch"]
     assert epochs == list(range(1, 17))  # each epoch logged once across the two processes
 
@@ -283,3 +302,80 @@ def test_summaries_carry_intervals_and_the_twins_paired_by_seed():
     pair = res["paired"]["train_acc"]
     assert pair["seeds"] == [0, 1] and pair["mean"] == pytest.approx((0.45 + 0.37) / 2) and pair["ci95"] is None
     assert "paired" not in plain
+
+
+def test_jobs_2_gives_the_same_records_as_jobs_1(in_tmp):
+    """Two worker processes (the sweep engine of `resnet ablate`) train the same runs bitwise: every
+    record but the wall time equal, in the plan's order whatever order the runs finished in."""
+    args = ["degrade", "--depths", "4,6", "--seeds", "0", "--epochs", "1", "--set", "data.train_subset=128", "--json"]
+    one = CliRunner().invoke(app, [*args, "--out", "one", "--jobs", "1"])
+    two = CliRunner().invoke(app, [*args, "--out", "two", "--jobs", "2"])
+    assert one.exit_code == 0 and two.exit_code == 0, two.output
+    assert (in_tmp / "two" / "runs" / "plain-4-seed0" / "ablate.log").is_file()  # trained by a worker
+    strip = lambda out: [{k: v for k, v in o.items() if k != "wall_s"} for o in lines(out)]  # noqa: E731
+    assert strip(one.stdout) == strip(two.stdout)
+    assert len(strip(two.stdout)) == 4 + 4
+
+
+def test_list_prints_one_rerunnable_command_per_run_and_report_reads_the_grid(in_tmp):
+    args = [*LENGTH, "--depths", "4", "--seeds", "0,1", "--out", "d"]
+    listed = CliRunner().invoke(app, ["degrade", *args, "--list"])
+    assert listed.exit_code == 0, listed.output
+    cmds = listed.stdout.splitlines()
+    assert len(cmds) == 4 and not (in_tmp / "d").exists()  # nothing trained by --list
+    keys = [shlex.split(c)[shlex.split(c).index("--only") + 1] for c in cmds]
+    assert keys == ["1:0", "1:1", "2:0", "2:1"]  # rows (depth, net) in order, then seeds
+    for cmd in cmds[:2] + cmds[:1]:  # the first one twice: a rerun reuses it
+        argv = shlex.split(cmd)
+        assert argv[:2] == ["resnet", "degrade"]
+        res = CliRunner().invoke(app, argv[1:])
+        assert res.exit_code == 0, res.output
+        (obj,) = lines(res.stdout)
+        assert obj["event"] == "run" and obj["net"] == "plain" and obj["status"] == "completed"
+    assert obj["skipped"] is True and obj["seed"] == 0
+    assert sorted(p.name for p in (in_tmp / "d" / "runs").iterdir()) == ["plain-4-seed0", "plain-4-seed1"]
+    # The grid itself then trains only the two runs the listed commands did not.
+    grid = CliRunner().invoke(app, ["degrade", *args, "--json"])
+    assert grid.exit_code == 0 and "2 run(s) trained, 2 reused" in grid.stderr, grid.stderr
+    rows = [o for o in lines(CliRunner().invoke(app, ["report", "d", "--json"]).stdout) if o["event"] == "row"]
+    assert [(r["row"], r["n"]) for r in rows] == [("plain-4", 2), ("residual-4", 2)]
+    summaries = [o for o in lines(grid.stdout) if o["event"] == "summary"]
+    for row, s in zip(rows, summaries):  # the report's test error is the grid's test accuracy
+        assert row["test_error_median"] == pytest.approx(100 * (1 - s["test_acc_median"]), abs=1e-3)
+
+
+def test_an_output_directory_of_the_previous_version_reports_and_is_reused(in_tmp):
+    """The layout earlier versions wrote: runs.jsonl (one record per finished run, with its probe
+    values and a `spec_key`) beside runs/<net>-<depth>-seed<seed>/ whose spec.yaml has no
+    train.probes and no study.json or probe.json beside it."""
+    import yaml
+
+    args = ["degrade", *LENGTH, "--depths", "4", "--seeds", "0", "--out", "d", "--json"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    out = in_tmp / "d"
+    planted = {"plain": (0.125, [[2, 2.0, 75.0], [4, 1.5, 50.0]]), "residual": (0.375, [[4, 1.0, 25.0]])}
+    with open(out / "runs.jsonl", "w", encoding="utf-8") as f:
+        for net, (grad, curve) in planted.items():
+            path = out / "runs" / f"{net}-4-seed0"
+            for name in ("probe.json", "study.json"):
+                (path / name).unlink()
+            tree = yaml.safe_load((path / "spec.yaml").read_text())
+            del tree["train"]["probes"]
+            (path / "spec.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
+            summary = json.loads((path / "summary.json").read_text())
+            f.write(json.dumps({"event": "run", "net": net, "depth": 4, "seed": 0, "status": "completed",
+                                "train_loss": summary["train_loss"], "grad_norm_first_layer": grad,
+                                "spec_key": "0123456789abcdef", "curve": curve, "run_dir": f"runs/{net}-4-seed0"}) + "\n")
+    (out / "degrade.json").unlink()
+    old_report = CliRunner().invoke(app, ["report", "d", "--json"])  # before any rerun: loose runs, still a table
+    assert old_report.exit_code == 0 and len([o for o in lines(old_report.stdout) if o["event"] == "row"]) == 2
+    stamp = {p: p.stat().st_mtime_ns for p in out.glob("runs/*/checkpoint.pt")}
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "0 run(s) trained, 2 reused" in again.stderr, again.stderr
+    assert {p: p.stat().st_mtime_ns for p in stamp} == stamp
+    recs = {o["net"]: o for o in lines(again.stdout) if o["event"] == "run"}
+    assert {net: recs[net]["grad_norm_first_layer"] for net in planted} == {"plain": 0.125, "residual": 0.375}
+    result = json.loads((out / "degrade.json").read_text())
+    assert [s["grad_norm_first_layer_median"] for s in result["summaries"]] == [0.125, 0.375]
+    rows = [o for o in lines(CliRunner().invoke(app, ["report", "d", "--json"]).stdout) if o["event"] == "row"]
+    assert [(r["study"], r["row"]) for r in rows] == [("degrade", "plain-4"), ("degrade", "residual-4")]

@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,21 +16,16 @@ from resnet_cli.training import schedule
 from resnet_cli import spec as S
 from resnet_cli.model import build_model
 
+from processes import children, resnet, spawn, torchrun
+
 pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 ARGS = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "4", "--batch-size", "32",
         "--set", "optim.weight_decay=1e-4", "--set", "train.checkpoint_every=0"]
 
 
-def torchrun(*args, nproc=2, extra=()):
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *extra,
-            "-m", "resnet_cli", *map(str, args)]
-
-
 def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(tmp_path):
-    p = subprocess.run(torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"), capture_output=True,
-                       text=True, env=ENV, timeout=300)
+    p = resnet(cmd=torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"))
     assert p.returncode == 0, p.stderr
     out = [json.loads(line) for line in p.stdout.splitlines()]  # rank 0 alone prints
     assert out[-1]["event"] == "summary" and sum(r["event"] == "summary" for r in out) == 1
@@ -64,11 +58,9 @@ def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(tmp_path
 
 def test_nproc_2_is_the_same_job_as_torchrun(tmp_path):
     """README: `resnet train ... --nproc 2` launches torchrun for you: the same two ranks, bitwise."""
-    p = subprocess.run(torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"), capture_output=True,
-                       text=True, env=ENV, timeout=300)
+    p = resnet(cmd=torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"))
     assert p.returncode == 0, p.stderr
-    q = subprocess.run([sys.executable, "-m", "resnet_cli", "train", *ARGS, "--nproc", "2", "--out",
-                        str(tmp_path / "nproc"), "--json"], capture_output=True, text=True, env=ENV, timeout=300)
+    q = resnet("train", *ARGS, "--nproc", "2", "--out", tmp_path / "nproc", "--json")
     assert q.returncode == 0, q.stderr
     summary = json.loads((tmp_path / "nproc" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["iterations"] == 4
@@ -80,18 +72,21 @@ def test_nproc_2_is_the_same_job_as_torchrun(tmp_path):
 
 POISON_RANK_1 = r"""
 import os, sys
+import torch
 import torch.nn.functional as F
-from resnet_cli.training.trainer import Trainer
 from resnet_cli.cli import main
 
 calls = [0]
+plain = F.cross_entropy
 
-def poisoned(out, y):  # rank 1 alone turns NaN from its 4th step on
+def poisoned(*args, **kw):  # rank 1 alone turns NaN from its 4th training step on (evaluation: no_grad)
+    loss = plain(*args, **kw)
+    if not torch.is_grad_enabled():
+        return loss
     calls[0] += 1
-    loss = F.cross_entropy(out, y)
     return loss * float("nan") if os.environ["RANK"] == "1" and calls[0] > 3 else loss
 
-Trainer.loss_fn = staticmethod(poisoned)
+F.cross_entropy = poisoned
 sys.argv = ["resnet", *sys.argv[1:]]
 main()
 """
@@ -103,25 +98,13 @@ def test_a_divergence_on_one_rank_stops_both(tmp_path):
     args = ["train", "digits/residual8", "--set", "model.widths=[4]", "--iters", "40", "--batch-size", "32",
             "--set", "train.checkpoint_every=2", "--out", str(tmp_path / "run"), "--json"]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)  # no hang: both ranks stop
+    p = resnet(cmd=cmd)  # no hang: both ranks stop
     assert p.returncode != 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "diverged" and summary["diverged_at"]["iter"] == 4, summary
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     assert state["progress"]["iteration"] == 2  # the last good checkpoint, before the NaN step
     assert all(torch.isfinite(v).all() for v in state["model"].values() if v.is_floating_point())
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
-    return kids
 
 
 def _local_rank(pid: int) -> str | None:
@@ -138,15 +121,14 @@ def _local_rank(pid: int) -> str | None:
 def test_a_killed_rank_resumes_under_max_restarts(tmp_path):
     args = ["train", "digits/residual8", "--set", "model.widths=[8]", "--batch-size", "16", "--epochs", "2",
             "--set", "train.checkpoint_every=10", "--out", tmp_path / "run", "--resume", "auto", "--json"]
-    proc = subprocess.Popen(torchrun(*args, extra=["--max-restarts=1"]), env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = spawn(cmd=torchrun(*args, extra=["--max-restarts=1"]), start_new_session=True)
     try:
         ckpt = tmp_path / "run" / "checkpoint.pt"
         t0 = time.time()
         while not ckpt.exists():
             assert proc.poll() is None and time.time() - t0 < 120, proc.communicate()
             time.sleep(0.01)
-        victim = next(pid for pid in _children(proc.pid) if _local_rank(pid) == "1")
+        victim = next(pid for pid in children(proc.pid) if _local_rank(pid) == "1")
         os.kill(victim, signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
     finally:  # never leave a hung process group behind a failed test

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from resnet_cli.cli import app
 from resnet_cli.experiments import evaluate as EV
 from resnet_cli.experiments.trained import load_run
-from resnet_cli.training.trainer import Trainer
 
 
 def invoke(*args):
@@ -54,17 +53,10 @@ def test_a_test_subset_is_evaluated_without_the_runs_figure_beside_it(residual8_
     assert row["images"] == 50 and row["logged_error"] is None  # 50 images, not the 360 it logged
 
 
-def eval_after_step(monkeypatch, at, then, exit_code):
+def eval_after_step(training_loss, at, then, exit_code):
     """Train 3 epochs of 23 steps with `then(loss, step)` applied to the loss from step `at` on
     (the plain loss before it), and evaluate what the run left."""
-    calls = {"n": 0}
-
-    def loss_fn(out, y):
-        calls["n"] += 1
-        loss = F.cross_entropy(out, y)
-        return then(loss, calls["n"]) if calls["n"] >= at else loss
-
-    monkeypatch.setattr(Trainer, "loss_fn", staticmethod(loss_fn))
+    training_loss(lambda loss, n: then(loss, n) if n >= at else loss)
     t = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--out", "run")
     assert t.exit_code == exit_code, t.stderr
     r = invoke("eval", "run")
@@ -72,15 +64,15 @@ def eval_after_step(monkeypatch, at, then, exit_code):
     return json_lines(r.stdout)[0]
 
 
-def test_a_diverged_run_is_evaluated_at_its_last_good_checkpoint(in_tmp, monkeypatch):
+def test_a_diverged_run_is_evaluated_at_its_last_good_checkpoint(in_tmp, training_loss):
     # NaN from step 31: epoch 2 diverges, the checkpoint of epoch 1's end (step 23) stays.
-    row = eval_after_step(monkeypatch, 31, lambda loss, n: loss * float("nan"), exit_code=3)
+    row = eval_after_step(training_loss, 31, lambda loss, n: loss * float("nan"), exit_code=3)
     epoch1 = logged(in_tmp / "run")[0]
     assert row["status"] == "diverged" and row["iter"] == epoch1["iter"] == 23
     assert row["error"] == epoch1["test_error"]
 
 
-def test_an_interrupted_run_is_evaluated_at_its_mid_epoch_checkpoint(in_tmp, monkeypatch):
+def test_an_interrupted_run_is_evaluated_at_its_mid_epoch_checkpoint(in_tmp, training_loss):
     import os
     import signal
 
@@ -92,7 +84,7 @@ def test_an_interrupted_run_is_evaluated_at_its_mid_epoch_checkpoint(in_tmp, mon
             os.kill(os.getpid(), signal.SIGTERM)
         return loss
 
-    row = eval_after_step(monkeypatch, 30, sigterm, exit_code=143)
+    row = eval_after_step(training_loss, 30, sigterm, exit_code=143)
     assert row["status"] == "interrupted" and row["iter"] == 30 and row["logged_error"] is None
     run = load_run("run")  # the trainer's own evaluation of the same checkpoint
     assert row["error"] == evaluate(run.model, run.data, "test", analysis_runtime(run.device))[1]

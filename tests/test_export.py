@@ -44,8 +44,9 @@ def reader(fmt, path):
 
 
 FORMATS = ["torchscript", "state_dict",
-           pytest.param("onnx", marks=pytest.mark.skipif(not HAS_ONNX, reason="onnx, onnxscript, onnxruntime "
-                                                                            "not installed (resnet-cli[onnx])"))]
+           pytest.param("onnx", marks=[pytest.mark.slow,  # the ONNX exporter traces for seconds
+                                       pytest.mark.skipif(not HAS_ONNX, reason="onnx, onnxscript, onnxruntime "
+                                                                               "not installed (resnet-cli[onnx])")])]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -105,6 +106,7 @@ def test_missing_onnx_packages_are_one_line_naming_the_extra(residual8_run, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # the ONNX exporter traces for seconds
 @pytest.mark.skipif(not HAS_ONNX, reason="onnx and onnxscript not installed (resnet-cli[onnx])")
 def test_onnx_is_checked_with_onnxs_reference_evaluator_without_onnxruntime(residual8_run, tmp_path, monkeypatch):
     real = importlib.util.find_spec

@@ -14,7 +14,8 @@ from resnet_cli import spec as S
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model
 
-pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
+from processes import resnet
+
 
 
 def _tiny(segments: int = 0):
@@ -25,6 +26,7 @@ def _tiny(segments: int = 0):
     return model
 
 
+@pytest.mark.slow  # torch.compile: about a minute on a CPU
 def test_compile_with_activation_checkpointing_matches_eager():
     """Dynamo refuses a lambda built inside forward as checkpoint's context_fn (issue 14, item 1);
     the compiled, checkpointed step must give the eager, plain step's gradients and BN statistics
@@ -199,10 +201,9 @@ def test_each_rank_restores_its_own_entry():
 
 # -- DDP on two gloo ranks: items 2, 4, 11 -------------------------------------------------------
 
+@pytest.mark.slow  # two torchrun ranks
 def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_path):
     import json
-    import subprocess
-    import sys
 
     from resnet_cli import data as D
 
@@ -210,9 +211,7 @@ def test_two_ranks_own_rng_streams_grad_norms_once_and_sharded_evaluation(tmp_pa
     args = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "4", "--batch-size", "32",
             "--set", "train.checkpoint_every=0", "--set", "train.grad_norm_every=2", "--device", "cpu",
             "--set", "data.shuffle=keyed"]  # global shuffling is one process's
-    p = subprocess.run([sys.executable, "-m", "resnet_cli", "train", *args, "--nproc", "2", "--out", str(out), "--json"],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                       env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    p = resnet("train", *args, "--nproc", "2", "--out", out, "--json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout.splitlines()[-1])
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
@@ -246,6 +245,7 @@ def _check_module():
     return module
 
 
+@pytest.mark.slow  # pytest in a child
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")
 def test_gpu_check_without_cuda_writes_a_skipped_summary_and_tests_gpu_skip_as_one(tmp_path):
     import json
@@ -263,6 +263,7 @@ def test_gpu_check_without_cuda_writes_a_skipped_summary_and_tests_gpu_skip_as_o
         next(ln for ln in p.stdout.splitlines() if ln.startswith("SKIPPED"))] and "SKIPPED [1]" in p.stdout and "no CUDA device" in p.stdout
 
 
+@pytest.mark.slow  # resnet bench in a child
 def test_gpu_check_reads_the_bench_rows_it_reports(in_tmp):
     """The figures come from `resnet bench --json`: run the check's own reader on a tiny CPU bench."""
     check = _check_module()

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import processes
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ["pyproject.toml", "setup.py", "README.md", "resnet_cli", "configs"]
 
@@ -44,8 +46,7 @@ def resnet(target: Path, cwd: Path, *args):
     env = {**os.environ, "PYTHONPATH": str(target), "OMP_NUM_THREADS": "1"}
     code = "import resnet_cli, sys; assert resnet_cli.__file__.startswith(sys.argv[1]), resnet_cli.__file__; " \
            "sys.argv = ['resnet', *sys.argv[2:]]; from resnet_cli.cli import main; main()"
-    return subprocess.run([sys.executable, "-c", code, str(target), *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+    return processes.resnet(cmd=[sys.executable, "-c", code, str(target), *map(str, args)], cwd=cwd, env=env)
 
 
 def test_wheel_holds_every_bundled_config(installed):

@@ -4,8 +4,6 @@ a finished run removes its .lock; a file that is not our checkpoint gets our own
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,9 +11,10 @@ from typer.testing import CliRunner
 
 from resnet_cli.cli import app
 
+from processes import ENV, resnet
+
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "2", "--set", "train.checkpoint_every=0"]
 NO_CIFAR = ["cifar/resnet20", "--set", "data.download=false", "--iters", "2"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
 def invoke(*args):
@@ -104,11 +103,11 @@ def test_pickle_of_foreign_objects_is_not_ours_and_not_unpickled(in_tmp):
     assert "arbitrary code" in line and "Re-running" not in line
 
 
+@pytest.mark.slow
 def test_nproc_child_bad_input_is_reported_once_with_exit_2(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "resnet_cli", "train", *NO_CIFAR, "--nproc", "2",
-                        "--device", "cpu", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run")],
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                       env={k: v for k, v in ENV.items() if k != "OMP_NUM_THREADS"})  # as a user's shell has it
+    p = resnet("train", *NO_CIFAR, "--nproc", "2", "--device", "cpu", "--data-dir", tmp_path / "nowhere",
+               "--out", tmp_path / "run", cwd=tmp_path,
+               env={k: v for k, v in ENV.items() if k != "OMP_NUM_THREADS"})  # as a user's shell has it
     assert p.returncode == 2, p.stderr
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("resnet: error:")]
     assert len(errors) == 1 and "CIFAR-10 not found" in errors[0], p.stderr

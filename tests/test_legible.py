@@ -51,11 +51,11 @@ def test_gradnorm_tables_keep_every_exponent_at_80_columns():
 
     results = [_net_norms("digits/plain26-with-a-long-name", 3.2, 2.1e-39),
                _net_norms("scale:0.5+full_preact", 1.5e-3, 4.4e-20), _net_norms("exclusive_gate:-6", 7.7, 1e-3)]
-    summary = render(cmd._summary_table(results, 1))
+    summary = render(cmd._summary_view(results, 1).table([]))
     # first layer, fc (index 39), min (index 39) and max (index 1) of the main-path norms, as written by hand
     for want in ["3.2e-01", "3.2e-39", "1.5e-04", "1.5e-42", "7.7e-01", "7.7e-39", "1.9e-06", "2.303"]:
         assert want in summary, want
-    layers = render(cmd._layer_table(results))
+    layers = render(cmd._layer_view(results, True).table([]))
     for want in ["3.20e-01", "3.20e-39", "1.50e-42", "2.10e-39", "4.40e-20", "unit39.conv1", "dE/dx_19"]:
         assert want in layers, want
 
@@ -222,12 +222,9 @@ def test_digits_configs_resolve_to_one_thread(name):
     assert spec_mod.load(f"digits/{name}").run.threads == 1
 
 
-def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path):
+def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path, residual8_run):
     runner = CliRunner()
-    run = tmp_path / "r8"
-    res = runner.invoke(app, ["train", "digits/residual8", "--epochs", "1", "--set", "model.widths=[4]",
-                              "--threads", "1", "--out", str(run)])
-    assert res.exit_code == 0, res.output
+    run = residual8_run  # digits/residual8 keeps run.threads 1 (the test above)
     try:
         torch.set_num_threads(2)
         res = runner.invoke(app, ["lesion", str(run), "--max-k", "1", "--draws", "1", "--out", str(tmp_path / "l.png")])

@@ -6,8 +6,6 @@ import math
 import os
 import pty
 import signal
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -18,7 +16,8 @@ from resnet_cli import spec as S
 from resnet_cli.cli import app
 from resnet_cli.training.rundir import RunDir
 
-from test_reliability import ENV, RUN, start_paused, weights
+from processes import ENV, resnet, spawn, start_paused
+from test_reliability import PAUSE_AT, RUN, weights
 
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "1"]
 
@@ -27,19 +26,13 @@ def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-def resnet(*args, cwd, env=ENV):
-    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=cwd)
-
-
 # -- terminals and pipes -------------------------------------------------------------------------
 
 
 def on_a_terminal(args, cwd):
     """Run with stdout on a pseudo-terminal (stderr a pipe); returns what the terminal showed."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *map(str, args)], cwd=cwd, stdout=slave,
-                            stderr=subprocess.PIPE, env={**ENV, "COLUMNS": "200"})
+    proc = spawn(*args, cwd=cwd, stdout=slave, env={**ENV, "COLUMNS": "200"})
     os.close(slave)
     chunks = []
     while True:
@@ -103,7 +96,7 @@ def test_sigkill_resume_of_a_dropout_shortcut_run_is_bitwise(tmp_path):
     """The dropout shortcut draws from the global RNG: resume must restore it (README, Resume)."""
     ref = resnet("train", *DROPOUT, "--out", "ref", "--json", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
-    proc, _ = start_paused("train", *DROPOUT, "--out", "run", "--json", cwd=tmp_path)
+    proc, _ = start_paused(PAUSE_AT, "train", *DROPOUT, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     res = resnet("train", "--resume", "run", "--json", cwd=tmp_path)
@@ -116,7 +109,7 @@ def test_sigkill_resume_of_a_dropout_shortcut_run_is_bitwise(tmp_path):
 
 @pytest.mark.slow
 def test_resume_on_another_thread_count_is_allowed_and_recorded(tmp_path):
-    proc, _ = start_paused("train", *RUN, "--out", "run", "--json", "--set", "run.threads=1", cwd=tmp_path)
+    proc, _ = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", "--set", "run.threads=1", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     res = resnet("train", "--resume", "run", "--set", "run.threads=2", "--json", cwd=tmp_path)

@@ -16,46 +16,13 @@ from typer.testing import CliRunner
 from resnet_cli.training import checkpoint as ckpt
 from resnet_cli.cli import app
 from resnet_cli.training.rundir import RunDir
-from resnet_cli.training.trainer import Trainer
+
+from processes import ENV, handled, resnet, spawn, start_paused
 
 # ~90 iterations an epoch (batch 16 on 1,437 digits), checkpoints every 10: kills land mid-epoch.
 RUN = ["digits/residual8", "--set", "model.widths=[8]", "--batch-size", "16", "--epochs", "2",
        "--set", "train.checkpoint_every=10"]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-def resnet(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
-                          env=ENV, timeout=300, **kw)
-
-
 PAUSE_AT = 25  # after the checkpoint of iteration 20, mid-epoch
-
-
-def start_paused(*args, cwd: Path):
-    """`resnet train ...` in a child that stops after step PAUSE_AT and waits (resnet_cli/training/testhook.py):
-    the test's signals land at that step every time, with no sleeps and no race."""
-    marker = cwd / "paused"
-    env = {**ENV, "RESNET_TEST_PAUSE": f"{PAUSE_AT}:{marker}"}
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *map(str, args)], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the child never reached the pause"
-        time.sleep(0.005)
-    return proc, marker
-
-
-def wait_handled(marker: Path, proc):
-    """Until the child's handler has run: a second signal of the same kind sent earlier would merge
-    with the first (the kernel does not queue them)."""
-    done = marker.with_name(marker.name + ".signalled")
-    deadline = time.monotonic() + 60
-    while not done.exists():
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.005)
-    return int(done.read_text())
 
 
 def weights(run: Path):
@@ -66,7 +33,7 @@ def weights(run: Path):
 def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
     ref = resnet("train", *RUN, "--out", tmp_path / "ref", "--json")
     assert ref.returncode == 0, ref.stderr
-    proc, _ = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    proc, _ = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     run = tmp_path / "run"
@@ -85,9 +52,9 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_sigterm_sigint_save_and_exit_then_resume(tmp_path, sig, code):
-    proc, marker = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    proc, marker = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(sig)
-    assert wait_handled(marker, proc) == sig
+    assert handled(marker, proc) == sig
     marker.unlink()  # go on: the loop finds the flag at this step
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
@@ -102,12 +69,13 @@ def test_sigterm_sigint_save_and_exit_then_resume(tmp_path, sig, code):
     assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_exits_at_once(tmp_path):
     """README: a second Ctrl-C exits at once. Both arrive while the child is held at its step, so it
     never gets to save: no summary, and the checkpoint is still the periodic one of iteration 20."""
-    proc, marker = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    proc, marker = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(signal.SIGINT)
-    wait_handled(marker, proc)
+    handled(marker, proc)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -130,6 +98,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_during_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path):
     """SIGKILL while a temporary checkpoint file is being written (its presence proves the write was
     under way); the checkpoint path still holds the previous complete save, with the seeded values.
@@ -140,7 +109,7 @@ def test_kill_during_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path):
     kept = tmp_path / "orphans"
     kept.mkdir()
     for trial in range(5):  # README: 5 trials
-        proc = subprocess.Popen([sys.executable, "-c", KILL_WRITER, str(path)], stdout=subprocess.PIPE, env=ENV)
+        proc = spawn(cmd=[sys.executable, "-c", KILL_WRITER, str(path)], stderr=None)
         proc.stdout.readline()  # one complete save
         deadline = time.monotonic() + 60
         while not list(tmp_path.glob(ckpt.TMP_PREFIX + "*")):  # the next write has begun
@@ -172,17 +141,8 @@ def tiny_run(path: Path):
     return path
 
 
-def test_nan_loss_gives_diverged_exit_3_and_keeps_last_good_checkpoint(in_tmp, monkeypatch):
-    import torch.nn.functional as F
-
-    calls = {"n": 0}
-
-    def poisoned(out, y):
-        calls["n"] += 1
-        loss = F.cross_entropy(out, y)
-        return loss * float("nan") if calls["n"] > 30 else loss
-
-    monkeypatch.setattr(Trainer, "loss_fn", staticmethod(poisoned))
+def test_nan_loss_gives_diverged_exit_3_and_keeps_last_good_checkpoint(in_tmp, training_loss):
+    training_loss(lambda loss, n: loss * float("nan") if n > 30 else loss)
     r = invoke("train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--out", "run",
                "--set", "train.checkpoint_every=5")
     assert r.exit_code == 3, r.stderr
@@ -241,8 +201,7 @@ sys.stdin.read()  # hold it until killed
 def test_second_process_on_a_run_dir_is_refused_until_the_holder_dies(in_tmp):
     """The lock is held by another process; SIGKILL of that process releases it (flock)."""
     tiny_run(in_tmp / "run")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(in_tmp / "run")], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=ENV)
+    holder = spawn(cmd=[sys.executable, "-c", HOLDER, str(in_tmp / "run")], stdin=subprocess.PIPE, stderr=None)
     try:
         assert holder.stdout.readline().strip() == "locked"
         r = invoke("train", "--resume", "run")
@@ -254,8 +213,9 @@ def test_second_process_on_a_run_dir_is_refused_until_the_holder_dies(in_tmp):
     assert r.exit_code == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_a_paused_trainer_holds_its_run_dir(tmp_path):
-    proc, marker = start_paused("train", *RUN, "--out", "run", "--json", cwd=tmp_path)
+    proc, marker = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", cwd=tmp_path)
     try:
         r = resnet("train", "--resume", "run", "--json", cwd=tmp_path)
         assert r.returncode == 4 and "in use" in r.stderr, r.stderr
@@ -298,6 +258,7 @@ def test_hostile_spec_files(in_tmp, text, needle):
     assert len(lines) == 1 and needle in lines[0], r.stderr
 
 
+@pytest.mark.slow
 def test_closed_pipe_is_quiet(tmp_path):
     # No race: the trainer pauses at step 24 (epoch 2, after epoch 1's line), and is released only
     # once `head` has exited and the reading side has closed the pipe, so its next write must fail.
@@ -306,7 +267,7 @@ def test_closed_pipe_is_quiet(tmp_path):
            f"--out {tmp_path / 'run'} --json | {{ head -1; exec 0<&-; "
            f"while [ ! -e {marker} ]; do sleep 0.05; done; rm -f {marker}; }}; echo rc=${{PIPESTATUS[0]}} >&2")
     env = {**ENV, "RESNET_TEST_PAUSE": f"24:{marker}"}
-    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, timeout=300)
+    p = resnet(cmd=["bash", "-c", cmd], env=env)
     assert json.loads(p.stdout)["event"] == "epoch"
     assert "Traceback" not in p.stderr and "rc=141" in p.stderr, p.stderr
     assert (tmp_path / "run" / "checkpoint.pt").exists()  # the work done is kept
@@ -314,8 +275,7 @@ def test_closed_pipe_is_quiet(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "stopped: output pipe closed" and summary["epochs"] == 2, summary
     assert not (tmp_path / "run" / ".lock").exists()
-    again = subprocess.run([sys.executable, "-m", "resnet_cli", "train", "--resume", str(tmp_path / "run"), "--json"],
-                           capture_output=True, text=True, env=ENV, timeout=300)
+    again = resnet("train", "--resume", tmp_path / "run", "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["status"] == "completed"
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["epochs"] == 3

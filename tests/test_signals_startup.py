@@ -6,27 +6,18 @@ After each, the same command reruns into the same --out at once."""
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from processes import ENV, TINY_STUDY
+from processes import ENV, TINY_STUDY, handled, resnet, spawn, start_paused
 
 pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
 TRAIN = ["train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "1", "--out", "run", "--json"]
 CODE = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-
-def spawn(args, cwd: Path, pause: str | None = None) -> tuple[subprocess.Popen, Path]:
-    marker = cwd / "paused"
-    env = {**ENV, "RESNET_TEST_PAUSE": f"{pause}:{marker}"} if pause else ENV
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore_sigint)
-    return proc, marker
 
 
 def ignore_sigint() -> None:
@@ -35,25 +26,19 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def held(proc: subprocess.Popen, marker: Path) -> None:
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the child never reached the pause"
-        time.sleep(0.005)
+def start_held(pause: str, args, cwd: Path):
+    return start_paused(pause, *args, cwd=cwd, preexec_fn=ignore_sigint)
 
 
 def signal_at(pause: str, sig: int, args, cwd: Path) -> tuple[int, str]:
-    proc, marker = spawn(args, cwd, pause)
-    held(proc, marker)
+    proc, _ = start_held(pause, args, cwd)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)  # it ends in the pause: the marker is never removed
     return proc.returncode, err
 
 
 def rerun_completes(args, cwd: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "resnet_cli", *args], cwd=cwd, env=ENV, capture_output=True,
-                         text=True, timeout=300)
+    res = resnet(*args, cwd=cwd)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
 
@@ -72,12 +57,9 @@ def test_a_signal_during_start_up_exits_at_once_and_leaves_nothing(tmp_path, pau
 
 def test_a_signal_at_the_first_step_saves_and_resumes(tmp_path):
     args = [*TRAIN, "--resume", "auto"]
-    proc, marker = spawn(args, tmp_path, "1")
-    held(proc, marker)
+    proc, marker = start_held("1", args, tmp_path)
     proc.send_signal(signal.SIGINT)
-    while not marker.with_name("paused.signalled").exists():  # the trainer's flag has it
-        assert proc.poll() is None
-        time.sleep(0.005)
+    handled(marker, proc)  # the trainer's flag has it
     marker.unlink()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -89,8 +71,7 @@ def test_a_real_signal_soon_after_spawn(tmp_path):
     """No pause point: SIGINT 0.3 s after the start, while Python starts or imports the commands
     and torch. Under load that may still be before `resnet`'s first line, where Python's own
     KeyboardInterrupt ends it (killed by SIGINT, -2 here, 130 in a shell): either way it stops."""
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", *TRAIN], cwd=tmp_path, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = spawn(*TRAIN, cwd=tmp_path)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
@@ -123,8 +104,7 @@ def test_sigterm_while_an_ablate_worker_starts_its_run(tmp_path):
     (nothing trained, its directory removed), ablate exits 143, and the rerun trains it."""
     (tmp_path / "one.yaml").write_text(ONE_RUN)
     args = ["ablate", "one.yaml", "--jobs", "2", "--out", "abl", "--json"]
-    proc, marker = spawn(args, tmp_path, "rundir")
-    held(proc, marker)
+    proc, marker = start_held("rundir", args, tmp_path)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)  # the parent forwards it to the held worker, whose flag keeps it
     marker.unlink()
@@ -133,8 +113,7 @@ def test_sigterm_while_an_ablate_worker_starts_its_run(tmp_path):
     assert "Traceback" not in err
     run = tmp_path / "abl" / "01-identity-s0"
     assert not (run / "spec.yaml").exists() and not (run / "checkpoint.pt").exists(), sorted(p.name for p in run.iterdir())
-    res = subprocess.run([sys.executable, "-m", "resnet_cli", *args], cwd=tmp_path, env=ENV, capture_output=True,
-                         text=True, timeout=300)
+    res = resnet(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     rows = [rec for line in res.stdout.splitlines() if line.strip() and (rec := json.loads(line))["event"] == "row"]
     assert [r["n"] for r in rows] == [1]
@@ -169,6 +148,6 @@ def test_a_signal_inside_an_import_waits_for_the_import(tmp_path):
     start-up signal that lands inside an import is raised right after it, never inside it."""
     (tmp_path / "swallow.py").write_text(SWALLOW)
     root = str(Path(__file__).resolve().parent.parent)
-    res = subprocess.run([sys.executable, "-c", SWALLOWING_IMPORT, str(tmp_path)], env={**ENV, "PYTHONPATH": root},
-                         capture_output=True, text=True, timeout=60)
+    res = resnet(cmd=[sys.executable, "-c", SWALLOWING_IMPORT, str(tmp_path)], env={**ENV, "PYTHONPATH": root},
+                 timeout=60)
     assert res.returncode == 143, res.stderr  # raised inside the import it would end in RuntimeError, exit 1

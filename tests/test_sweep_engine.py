@@ -5,8 +5,6 @@ the same test errors as in-process runs, and SIGTERM / Ctrl-C saving every runni
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -16,6 +14,8 @@ from resnet_cli.cli import app
 from resnet_cli.experiments import workers
 from resnet_cli.experiments.workers import Share
 from resnet_cli.training.signals import StopFlag
+
+from processes import spawn
 
 # ---------------------------------------------------------------------------------------------
 # Which GPU and how many threads each worker gets (pure functions)
@@ -66,6 +66,7 @@ def run_stand_ins(items, jobs):
     return started, done
 
 
+@pytest.mark.slow
 def test_workers_persist_across_tasks():
     items = [f"run {i}" for i in range(6)]
     started, done = run_stand_ins(items, jobs=2)
@@ -75,6 +76,7 @@ def test_workers_persist_across_tasks():
     assert len(pids) == 2 and os.getpid() not in pids  # two processes served six tasks
 
 
+@pytest.mark.slow
 def test_a_failing_task_fails_alone_and_a_dead_worker_is_replaced():
     started, done = run_stand_ins(["ok", "raise", "ok", "die", "ok"], jobs=1)
     assert started == ["ok", "raise", "ok", "die", "ok"]
@@ -86,6 +88,7 @@ def test_a_failing_task_fails_alone_and_a_dead_worker_is_replaced():
     assert third.error is None and third.result not in (second.result, os.getpid())  # a fresh worker
 
 
+@pytest.mark.slow
 def test_a_worker_signalled_alone_hands_its_next_task_to_a_fresh_one():
     started, done = run_stand_ins(["signal me", "ok"], jobs=1)
     assert started == ["signal me", "ok", "ok"]  # the first worker declined it; the second ran it
@@ -119,6 +122,7 @@ def study(path, epochs, seeds):
     return str(path)
 
 
+@pytest.mark.slow
 def test_workers_train_the_same_runs_as_one_process(in_tmp):
     path = study(in_tmp / "s.yaml", 1, [0, 1])
     rows = {}
@@ -134,14 +138,13 @@ def test_workers_train_the_same_runs_as_one_process(in_tmp):
     assert len(pids) <= 2 and str(os.getpid()) not in pids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["SIGTERM to the sweep", "Ctrl-C to its process group"])
 def test_a_signal_saves_every_running_run(in_tmp, how):
     # Three long runs on two workers: two are running when the signal comes, the third never starts.
     path = study(in_tmp / "long.yaml", 5000, [0])
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", "ablate", path, "--out", "res", "--jobs", "2",
-                             "--json"], cwd=in_tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)  # its own group: what a terminal's Ctrl-C reaches
+    proc = spawn("ablate", path, "--out", "res", "--jobs", "2", "--json", cwd=in_tmp, text=False,
+                 start_new_session=True)  # its own group: what a terminal's Ctrl-C reaches
     running = [in_tmp / "res" / name for name in ("01-identity-s0", "02-plain-s0")]
     try:
         deadline = time.monotonic() + 120
@@ -167,6 +170,7 @@ def test_a_signal_saves_every_running_run(in_tmp, how):
     assert all("Traceback" not in (run / "ablate.log").read_text() for run in running)
 
 
+@pytest.mark.slow
 def test_a_run_that_cannot_start_in_a_worker_stops_the_sweep_in_one_line(in_tmp):
     # CIFAR-10 is not there and may not be downloaded: every run would fail alike, so none is launched after.
     (in_tmp / "empty").mkdir()

@@ -14,8 +14,7 @@ from typer.testing import CliRunner
 
 from resnet_cli.cli import app
 
-from processes import TINY_STUDY
-from test_reliability import ENV
+from processes import TINY_STUDY, alive, children, handled, resnet, start_paused
 
 STUDY = """
 title: sweep test
@@ -54,6 +53,7 @@ def test_seeds_override_the_studys_seeds(in_tmp):
         assert json.loads((in_tmp / "res" / d / "summary.json").read_text())["seed"] == seed
 
 
+@pytest.mark.slow
 def test_jobs_split_the_threads_and_start_the_longest_runs_first(in_tmp, monkeypatch):
     """Three runs on two workers: the two longest start together, the shortest waits for a free
     worker; every child gets cores // jobs threads, not the parent's setting."""
@@ -77,19 +77,10 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     shows the row as incomplete, and rerunning the same command finishes the sweep."""
     rows = "  - label: first\n  - label: second\n    overrides: {model.shortcut.kind: none}\n"
     path = study(tmp_path, rows, **{"epochs: 1": "epochs: 3"})
-    args = [sys.executable, "-m", "resnet_cli", "ablate", str(path), "--out", "res", "--jobs", "1", "--json"]
-    marker = tmp_path / "paused"
-    proc = subprocess.Popen(args, cwd=tmp_path, env={**ENV, "RESNET_TEST_PAUSE": f"3:{marker}"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.005)
+    args = ["ablate", path, "--out", "res", "--jobs", "1", "--json"]
+    proc, marker = start_paused(3, *args, cwd=tmp_path)
     proc.send_signal(signal.SIGTERM)
-    handled = marker.with_name(marker.name + ".signalled")
-    while not handled.exists():
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.005)
+    handled(marker, proc)
     marker.unlink()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode in (130, 143), err  # 143 asserted at the end
@@ -98,12 +89,11 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     summary = json.loads((first / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["iterations"] == 3
     assert not (tmp_path / "res" / "02-second-s0" / "summary.json").exists()  # never started
-    report = subprocess.run([sys.executable, "-m", "resnet_cli", "report", "res", "--json"], cwd=tmp_path,
-                            env=ENV, capture_output=True, text=True, timeout=120)
+    report = resnet("report", "res", "--json", cwd=tmp_path, timeout=120)
     assert report.returncode == 0, report.stderr
     status = {row["row"]: row["status"] for row in json_lines(report.stdout)}
     assert status["first"].startswith("incomplete"), status  # "second" left no directory to report
-    again = subprocess.run(args, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    again = resnet(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert {row["status"] for row in json_lines(again.stdout)} == {"completed"}
     assert json.loads((first / "summary.json").read_text())["iterations"] == 3 * 2
@@ -114,51 +104,24 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     assert proc.returncode == 143
 
 
-def _children(pid):
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                out.append(int(entry))
-    return out
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-    except OSError:
-        return False
-
-
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_workers_end_when_their_ablate_is_sigkilled(tmp_path):
     """SIGKILL leaves the parent no chance to stop its workers: each must notice alone and end
     within seconds, not stay behind reparented to init with its memory."""
     rows = "  - label: first\n  - label: second\n    overrides: {model.shortcut.kind: none}\n"
     path = study(tmp_path, rows, **{"epochs: 1": "epochs: 3"})
-    marker = tmp_path / "paused"
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", "ablate", str(path), "--out", "res", "--jobs", "2",
-                             "--json"], cwd=tmp_path, env={**ENV, "RESNET_TEST_PAUSE": f"3:{marker}"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
-    workers = _children(proc.pid)
+    proc, marker = start_paused(3, "ablate", path, "--out", "res", "--jobs", "2", "--json", cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = children(proc.pid)
     assert int(marker.read_text()) in workers  # a paused run is in a worker, not the parent
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     marker.unlink()
     deadline = time.monotonic() + 10
-    while any(map(_alive, workers)) and time.monotonic() < deadline:
+    while any(map(alive, workers)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not [pid for pid in workers if _alive(pid)], "a worker outlived its parent"
+    assert not [pid for pid in workers if alive(pid)], "a worker outlived its parent"
 
 
 def test_a_results_directory_of_another_spec_gives_one_line_per_run(in_tmp):

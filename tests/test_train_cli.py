@@ -10,6 +10,8 @@ from resnet_cli.training import schedule
 from resnet_cli import spec as S
 from resnet_cli.cli import app
 
+from processes import ENV, resnet, spawn
+
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "2"]
 
 
@@ -125,13 +127,12 @@ def test_grad_norms_are_logged_into_metrics_during_train(in_tmp):
     assert [x["iter"] for x in norms][:2] == [1, 11] and norms[0]["weights"]
 
 
+@pytest.mark.slow
 def test_readme_pipeline_keeps_every_epoch_record_with_stderr_on_a_terminal(in_tmp):
     """`resnet train digits/residual26 | jq ...` at a shell: stderr is a terminal (the live bar runs),
     stdout a pipe. Every epoch record must reach the pipe, not the screen."""
     import os
     import pty
-    import subprocess
-    import sys
     import threading
 
     master, slave = pty.openpty()
@@ -149,10 +150,8 @@ def test_readme_pipeline_keeps_every_epoch_record_with_stderr_on_a_terminal(in_t
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "100"}
-    proc = subprocess.run([sys.executable, "-m", "resnet_cli", "train", "digits/residual26", "--set", "model.widths=[4]",
-                           "--epochs", "3", "--out", "run"], stdout=subprocess.PIPE, stderr=slave, env=env,
-                          timeout=300, cwd=in_tmp)
+    proc = resnet("train", "digits/residual26", "--set", "model.widths=[4]", "--epochs", "3", "--out", "run",
+                  cwd=in_tmp, env={**ENV, "COLUMNS": "100"}, text=False, stderr=slave)
     os.close(slave)
     reader.join(timeout=10)
     os.close(master)
@@ -180,15 +179,9 @@ def test_default_run_names_made_in_the_same_second_differ(in_tmp, monkeypatch):
     assert a.name.startswith("20260102-030405-") and b.name == a.name + "-2"
 
 
+@pytest.mark.slow
 def test_two_trains_started_together_without_out_both_finish(in_tmp):
-    import subprocess
-    import sys
-
-    from processes import ENV
-
-    argv = [sys.executable, "-m", "resnet_cli", "train", *TINY, "--json"]
-    procs = [subprocess.Popen(argv, cwd=in_tmp, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [spawn("train", *TINY, "--json", cwd=in_tmp) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
     dirs = {json_lines(out)[-1]["run_dir"] for out, _ in outs}

@@ -75,7 +75,7 @@ def bench(spec, *, steps: int = 20, warmup: int = 5, rounds: int = 3, data_only:
         else:
             row["ratio"] = None
         if mode == "train":
-            vspec = spec_mod.validate(job["spec"])
+            vspec = spec_mod.load(job["spec"], name="bench spec")
             row["projected_schedule_h"] = _projected_hours(spec, ours["step_time_s"])
             row["schedule_iters"] = _schedule_iters(spec)
             row["compile"] = vspec.train.compile

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+import time
 from typing import Annotated, Optional
 
 import typer
+from rich.live import Live
+from rich.markup import escape
 
+from .. import errors, figures, output
 from ..cli import command
+from ..errors import PipeClosed, UserError
+from ..experiments import budgets as budgets_mod
+from ..experiments import report, sweep
+from ..experiments import study as study_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from . import common
@@ -44,22 +54,15 @@ def ablate(
 ) -> None:
     """Run a study: rows x seeds, each a resumable run directory; finished runs are skipped.
     Prints a table (or one JSON object per row) with the paper's figure beside ours."""
-    from .. import output
-    from ..experiments import study as study_mod
 
     # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
     if budgets is not None:
-        from ..experiments import budgets as budgets_mod
-
         plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
     if list_:
-        from ..errors import PipeClosed
-        from ..experiments.sweep import list_commands
-
         try:
-            for line in list_commands(plan, sets):
+            for line in sweep.list_commands(plan, sets):
                 print(line, flush=True)
         except BrokenPipeError:
             raise PipeClosed() from None
@@ -67,30 +70,21 @@ def ablate(
     fmt = output.choose(json_)
     if only is not None:
         return _only(plan, only, fmt)
-    from .. import figures
-
     fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
     return _sweep(plan, jobs, fmt, fig_path, threshold)
 
 
 def _only(plan, key: str, fmt) -> None:
-    from .. import errors, output
-    from ..errors import UserError
-    from ..experiments import report, sweep
 
     run = plan.find(key)
     outcome = sweep.run_one(plan, run)
     rec = report.load_run(run.path)
-    if fmt is output.Format.JSON:
-        output.emit({"event": "run", "study": plan.name, "preset": plan.preset, "index": run.row.index,
-                     "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
-                     "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
-                     "run_dir": str(run.path), "skipped": outcome.status == "skipped"})
-    else:
-        tables = report.aggregate([rec] if rec else [])
-        console = output.stdout()
-        for table in tables:
-            console.print(report.render(table, width=console.width))
+    record = {"event": "run", "study": plan.name, "preset": plan.preset, "index": run.row.index,
+              "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
+              "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
+              "run_dir": str(run.path), "skipped": outcome.status == "skipped"}
+    output.render([record], fmt, [output.View(draw=lambda width, t=table: report.render(t, width=width))
+                                  for table in report.aggregate([rec] if rec else [])])
     status = rec.status if rec else outcome.status
     if status == "diverged":
         raise typer.Exit(errors.DIVERGED)
@@ -105,16 +99,12 @@ class _Progress:
     otherwise. stdout stays for the final table or JSON."""
 
     def __init__(self, plan, report, console):
-        import sys
-
         self.plan, self.report, self.console = plan, report, console
         self.running: set[str] = set()
         self.failed: dict[str, str] = {}
         self.finished = 0
         self.live = None
         if sys.stderr.isatty():
-            from rich.live import Live
-
             # redirect_stdout=False: rich's Live would otherwise capture stdout while it runs.
             self.live = Live(self.table(), console=console, refresh_per_second=2, transient=True,
                              redirect_stdout=False, redirect_stderr=False)
@@ -124,8 +114,6 @@ class _Progress:
         return self.report.render(self.report.aggregate(records)[0], live=True, width=self.console.width)
 
     def __call__(self, run, outcome) -> None:
-        from rich.markup import escape
-
         if outcome is None:
             self.running.add(run.key)
         else:
@@ -144,13 +132,6 @@ class _Progress:
 
 
 def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) -> None:
-    import signal
-    import time
-
-    from rich.markup import escape
-
-    from .. import errors, output
-    from ..experiments import report, sweep
 
     console = output.stderr()
     about = plan.preset_about or "as the study defines it"
@@ -174,13 +155,9 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
     table = tables[0]  # budget 1 (or the smallest): the plain study table and figure
     if plan.budgets != [1]:
         _budget_table(tables, threshold, fmt, plan)
-    elif fmt is output.Format.JSON:
-        for row in table.rows:
-            output.emit(report.row_json(table, row))
-        output.emit(report.study_json(table))
     else:
-        out = output.stdout()
-        out.print(report.render(table, width=out.width))
+        output.render([*(report.row_json(table, row) for row in table.rows), report.study_json(table)], fmt,
+                      output.View(draw=lambda width: report.render(table, width=width)))
     if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
         path = report.figure(table, figure_path)
         console.print(f"figure: {path}")
@@ -196,16 +173,10 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
 
 
 def _budget_table(tables, threshold: float | None, fmt, plan) -> None:
-    from .. import output
-    from ..errors import UserError
-    from ..experiments import budgets
 
-    (btable,) = budgets.build(tables, threshold)
+    (btable,) = budgets_mod.build(tables, threshold)
     if btable.threshold is None:
         raise UserError(f"--budgets: study '{plan.name}' states no fail_above; give --threshold PERCENT, "
                         "e.g. --threshold 20")
-    if fmt is output.Format.JSON:
-        for row in btable.rows:
-            output.emit(budgets.row_json(btable, row))
-    else:
-        output.stdout().print(budgets.render(btable))
+    output.render([budgets_mod.row_json(btable, row) for row in btable.rows], fmt,
+                  output.View(draw=lambda width: budgets_mod.render(btable)))

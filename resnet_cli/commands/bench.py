@@ -6,8 +6,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from .. import bench as bench_mod
+from .. import output
+from ..bench import contention
 from ..cli import command
 from ..errors import FAILED, UserError
+from ..training import runtime
 from . import common
 
 Steps = Annotated[Optional[int], typer.Option(
@@ -54,10 +58,6 @@ def bench(
     `resnet bench cifar/resnet56`, `resnet bench --data-only`,
     `resnet bench preact/resnet1001-cifar10 --batch-size 32 --memory`.
     """
-    from .. import bench as bench_mod
-    from .. import output
-    from ..bench import contention
-
     if data_only and memory:
         raise UserError("--data-only and --memory are separate modes: give one")
     fmt = output.choose(json_)
@@ -65,11 +65,9 @@ def bench(
                              device=device, threads=threads)
     bench_mod.check_spec(spec)
     if device is not None or spec.run.device != "auto":
-        from ..training.runtime import plan
-
         # An unavailable device is bad input: say so before measuring. `plan` without probing the
         # GPU: a CUDA context in this parent would hold GPU memory while the children measure.
-        plan(spec.run, spec.train, probe_gpu=False)
+        runtime.plan(spec.run, spec.train, probe_gpu=False)
     name = spec_file or f"resnet{spec.model.depth}"
     console = output.stderr()
     progress = console.print
@@ -97,8 +95,6 @@ def bench(
 def _record_load(console, rows: list[dict[str, Any]], threads: int, load: float | None, warnings: list[str]) -> None:
     """The 1-minute load before measuring and any contention warning go into every result object;
     a warning the measurement itself raises (other processes' CPU use) is printed now."""
-    from ..bench import contention
-
     if not warnings:
         for row in rows:
             n = (row.get("runtime") or {}).get("threads", threads)
@@ -112,12 +108,6 @@ def _record_load(console, rows: list[dict[str, Any]], threads: int, load: float 
 
 
 def _render(rows: list[dict[str, Any]], fmt) -> None:
-    from .. import output
-
-    if fmt is output.Format.JSON:
-        for row in rows:
-            output.emit(row)
-        return
     first = rows[0]
     what = "augmentation path alone" if first["mode"] == "data" else "training, whole steps"
     title = (f"resnet bench: {first['spec']} (depth {first['depth']}, batch {first['batch_size']}, "
@@ -143,9 +133,8 @@ def _render(rows: list[dict[str, Any]], fmt) -> None:
                 notes.append(f"{r['label']}: compile {r['compile_s']:.1f} s (first step minus a step)")
     notes.append(_contention_line(first["contention"]))
     notes += [f"warning: {w}" for w in first.get("warnings", [])]
-    table = output.table(title, cols, table_rows, caption="\n".join(notes))
-    table.columns[0].no_wrap = True
-    output.stdout().print(table)
+    output.render(rows, fmt, output.View(title, cols, rows=lambda records: table_rows, caption="\n".join(notes),
+                                         no_wrap_first=True))
 
 
 def _line(label: str, r: dict[str, Any], p: str, ratio: float | None) -> list[str]:
@@ -173,11 +162,6 @@ def _contention_line(c: dict[str, Any]) -> str:
 
 
 def _render_memory(r: dict[str, Any], fmt) -> None:
-    from .. import output
-
-    if fmt is output.Format.JSON:
-        output.emit(r)
-        return
     title = (f"resnet bench --memory: {r['spec']} (depth {r['depth']}, batch {r['batch_size']}, {r['device']}, "
              f"{r['units']} units)")
     cols = ["", "peak MB", "step MB", "step s", "losses"]
@@ -205,6 +189,5 @@ def _render_memory(r: dict[str, Any], fmt) -> None:
         notes.append("freed blocks released: " + " ".join(f"{k}={v}" for k, v in r["released_env"].items())
                      + " (glibc hands large freed blocks back to the OS, so RSS follows live tensors)")
     notes.append(_contention_line(r["contention"]))
-    table = output.table(title, cols, rows, caption="\n".join(notes))
-    table.columns[0].no_wrap = True
-    output.stdout().print(table)
+    output.render([r], fmt, output.View(title, cols, rows=lambda records: rows, caption="\n".join(notes),
+                                        no_wrap_first=True))

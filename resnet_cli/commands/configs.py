@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import re
 
+from .. import output
 from ..cli import command
+from ..spec import EXPERIMENT_DIRS, configs_dir
 from . import common
 
 
 @command()
 def configs(json_: common.Json = False) -> None:
     """List the bundled specs (use a name as SPEC: `resnet train preact/resnet164-cifar10`), studies and experiments."""
-    from .. import output
-    from ..spec import EXPERIMENT_DIRS, configs_dir
-
     root = configs_dir()
     rows = []
     for path in sorted(root.rglob("*.yaml")):
@@ -23,14 +22,10 @@ def configs(json_: common.Json = False) -> None:
         use = EXPERIMENT_DIRS.get(folder, "resnet train NAME").replace("NAME", rel.name if folder == "studies" else str(rel))
         rows.append({"name": str(rel), "kind": {"studies": "study", "degrade": "degrade"}.get(folder, "spec"),
                      "use": use, "path": str(path), "about": about})
-    if output.choose(json_) is output.Format.JSON:
-        for row in rows:
-            output.emit(row)
-        return
     # Two columns keep the sentences readable at 80 columns; how to run each kind is one caption line
     # (and each row's exact command is in the JSON output's "use").
-    output.stdout().print(output.table(
-        "bundled configs", ["name", "about"], [(r["name"], r["about"]) for r in rows], justify_right=[False] * 2,
+    output.render(rows, output.choose(json_), output.View(
+        "bundled configs", ["name", "about"], lambda r: (r["name"], r["about"]), justify_right=[False] * 2,
         caption="run a spec with `resnet train NAME`, a study with `resnet ablate NAME` (without studies/), "
                 "a degrade config with `resnet degrade NAME`"))
 

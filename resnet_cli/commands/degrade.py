@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
+import signal
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
+from .. import errors, output
 from ..cli import command
+from ..errors import PipeClosed, UserError
+from ..experiments import degrade as deg
+from ..experiments.degrade import DEFAULT_CONFIG, NETS
+from ..experiments.degrade_runs import load_record
+from ..spec import load_tree
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
+from ..spec.seeds import text as seeds_text
+from ..training.rundir import make_dir
 from . import common
 
 _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc", "test_acc",
@@ -38,124 +46,172 @@ def degrade(
     device: common.Device = None,
     threads: common.Threads = None,
     out: Annotated[str | None, typer.Option(
-        "--out", help="Output directory (runs.jsonl, degrade.json, degrade.png). Default: runs/degrade-<time>. "
-                      "Finished runs found there are reused.")] = None,
+        "--out", help="Output directory (runs/<net>-<depth>-seed<seed>/, degrade.json, degrade.png). Default: "
+                      "runs/degrade-<time>. Finished runs found there are reused, interrupted ones resumed.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once, as for `resnet ablate` (1: in this "
+                                                                  "process; 0: one per GPU, else one per CPU core).")] = 1,
+    list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU parallel) "
+                                                       "and exit; each is safe to rerun.")] = False,
+    only: Annotated[str | None, typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
     set_: common.Set = None,
     json_: common.Json = False,
 ) -> None:
     """Train plain and residual twins at several depths over several seeds; report the last epoch's
     training loss/accuracy, test accuracy and the first layer's gradient norm at step 1 (median and
     min-max over seeds, n shown), and draw training error against iteration."""
-    import time
-
-    from .. import output
-    from ..errors import UserError
-    from ..experiments import degrade as deg
-    from ..training.rundir import make_dir
-
     fmt = output.choose(json_)
-    net_list = None
-    if nets is not None:
-        net_list = [n.strip() for n in nets.split(",") if n.strip()]
-        bad = [n for n in net_list if n not in deg.NETS]
-        if bad or not net_list:
-            raise UserError(f"--nets {nets}: valid names are {', '.join(deg.NETS)}")
+    flags = dict(batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads)
     plan = deg.make_plan(
         spec_file, depths=deg.parse_depths(depths) if depths else None,
-        seeds=parse_seeds(seeds) if seeds is not None else None, nets=net_list,
-        overrides=_length_overrides(spec_file, epochs, iters) + common.flag_overrides(
-            batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads),
-        sets=set_ or [])
-    out_dir = Path(out) if out else Path("runs") / f"degrade-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    make_dir(out_dir)  # a file in the way or an unwritable place: one line before any run starts
+        seeds=parse_seeds(seeds) if seeds is not None else None, nets=_nets(nets),
+        overrides=_length_overrides(spec_file, epochs, iters) + common.flag_overrides(**flags),
+        sets=set_ or [], out=out)
+    if list_:
+        return _list(deg.list_commands(plan, _replay(spec_file, plan, epochs, iters, flags, set_ or [])))
+    if only is not None:
+        return _only(plan, only, fmt)
+    make_dir(plan.out)  # a file in the way or an unwritable place: one line before any run starts
     log = output.stderr()
     n_runs = len(plan.depths) * len(plan.nets) * len(plan.seeds)
     log.print(f"degrade: {n_runs} run{'s' if n_runs != 1 else ''} "
               f"(depths {', '.join(map(str, plan.depths))}; {', '.join(plan.nets)}; seeds "
-              f"{_seed_text(plan.seeds)}) from {plan.source} -> {out_dir}")
-    start = time.perf_counter()
+              f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
+    grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, n_runs))
+    _render(grid, fmt, log)
 
-    def on_run(record: dict[str, Any], i: int, total: int, reused: bool) -> None:
-        if fmt is output.Format.JSON:
-            output.emit({k: record.get(k) for k in _RUN_KEYS})
-        how = "reused" if reused else f"{record['wall_s']:.1f} s"
-        if not reused and record.get("resumed_at"):
-            how += f", resumed at iteration {record['resumed_at']}"
-        status = "" if record["status"] == "completed" else f"  [red]{record['status']}[/]"
-        log.print(f"[{i:>3}/{total}] {record['net']:<8} {record['depth']:>3} {'blocks' if record.get('family') == 'vit' else 'layers'}  seed {record['seed']:<3} "
-                  f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
-                  f"test acc {output.fmt(record['test_acc'], 3)}  grad@1 {output.fmt(record['grad_norm_first_layer'], 2)}"
-                  f"  ({how}){status}")
 
+def _nets(nets: str | None) -> list[str] | None:
+    if nets is None:
+        return None
+    names = [n.strip() for n in nets.split(",") if n.strip()]
+    if not names or any(n not in NETS for n in names):
+        raise UserError(f"--nets {nets}: valid names are {', '.join(NETS)}")
+    return names
+
+
+def _replay(spec_file, plan, epochs, iters, flags: dict[str, Any], sets: list[str]) -> list[str]:
+    """The flags that rebuild this plan, for the command lines --list prints."""
+    args = [spec_file] if spec_file else []
+    args += ["--depths", ",".join(map(str, plan.depths)), "--seeds", seeds_text(plan.seeds),
+             "--nets", ",".join(plan.nets)]
+    for name, value in (("epochs", epochs), ("iters", iters), *flags.items()):
+        if value is not None:
+            args += [f"--{name.replace('_', '-')}", str(value)]
+    for item in sets:
+        args += ["--set", item]
+    return args
+
+
+def _list(lines: list[str]) -> None:
     try:
-        records = deg.run(plan, out_dir, on_run, callbacks=lambda: [_EpochLine(log)])
-    except KeyboardInterrupt:
-        log.print(f"interrupted; finished runs are kept in {out_dir / deg.RUNS_FILE}: rerun with --out {out_dir} "
-                  "to continue (a run cut off midway resumes from its last checkpoint)")
-        raise
-    summaries = deg.summarise(records)
-    found = deg.findings(summaries)
-    paper = deg.he2016a(summaries)
-    figure = deg.figure(records, out_dir / deg.FIGURE_FILE)
-    wall = time.perf_counter() - start
-    _write_result(out_dir / deg.RESULT_FILE, plan, summaries, found, paper, wall, records)
-    if fmt is output.Format.JSON:
-        for s in summaries:
-            output.emit(s)
-    else:
-        output.stdout().print(_table(summaries, plan))
-    if found is not None:
+        for line in lines:
+            print(line, flush=True)
+    except BrokenPipeError:
+        raise PipeClosed() from None
+
+
+def _only(plan, key: str, fmt) -> None:
+    record, outcome = deg.only(plan, key)
+    if outcome.status == "error":
+        raise UserError(outcome.message, code=outcome.code or errors.USAGE)
+    if record is not None:
+        skipped = outcome.status == "skipped"
+        line = {**{k: record.get(k) for k in _RUN_KEYS}, "run_dir": str(plan.out / record["run_dir"]), "skipped": skipped}
+        output.render([line], fmt, output.View(show=False, log=[_run_text(record, skipped)]))
+    if outcome.status == "interrupted":
+        raise typer.Exit(errors.INTERRUPTED_INT)
+
+
+class _Progress:
+    """One line per run on stderr as it finishes (the sweep's notify)."""
+
+    def __init__(self, console, total: int):
+        self.console, self.total, self.done = console, total, 0
+
+    def __call__(self, run, outcome) -> None:
+
+        if outcome is None or outcome.status == "error":  # errors: one line at the end, or the one that stops the grid
+            return
+        self.done += 1
+        record = load_record(run.path, run.path.parent.parent)
+        if record is None:
+            self.console.print(escape(f"[{self.done:>3}/{self.total}] {run.path.name}: {outcome.status}"
+                                      + (f": {outcome.message}" if outcome.message else "")))
+        else:
+            self.console.print(_run_text(record, False, self.done, self.total))
+
+
+def _run_text(record: dict[str, Any], reused: bool, i: int | None = None, total: int | None = None) -> str:
+    """One run's line for stderr: its net, depth, seed, final figures and how it was obtained."""
+    how = "reused" if reused else f"{record['wall_s'] or 0.0:.1f} s"
+    status = "" if record["status"] == "completed" else f"  [red]{record['status']}[/]"
+    where = f"[{i:>3}/{total}] " if i is not None else ""
+    return (f"{where}{record['net']:<8} {record['depth']:>3} {'blocks' if record.get('family') == 'vit' else 'layers'}  seed {record['seed']:<3} "
+            f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
+            f"test acc {output.fmt(record['test_acc'], 3)}  grad@1 {output.fmt(record['grad_norm_first_layer'], 2)}"
+            f"  ({how}){status}")
+
+
+def _render(grid, fmt, log) -> None:
+    """The grid's report view: run records and summaries (JSON) or the table, then the findings."""
+
+
+    outcomes = grid.outcomes
+    reused = [r for r in grid.records if outcomes.get(_key(grid, r), None) is None
+              or outcomes[_key(grid, r)].status == "skipped"]
+    for record in reused:
+        log.print(_run_text(record, True))
+    table = (lambda width: _table(grid.summaries, grid.plan)) if grid.summaries else None
+    output.render([*({k: r.get(k) for k in _RUN_KEYS} for r in grid.records), *grid.summaries], fmt,
+                  output.View(draw=table, show=False))
+    _findings(grid, log)
+    trained = sum(o.status not in ("skipped", "error") for o in outcomes.values())
+    if grid.figure is not None:
+        log.print(f"figure: {grid.figure}   results: {grid.plan.out / deg.RESULT_FILE}   {trained} run(s) trained, "
+                  f"{len(reused)} reused; wall time {grid.wall_s:.0f} s (training, every run's own time summed: "
+                  f"{sum(r['wall_s'] or 0.0 for r in grid.records):.0f} s)")
+        log.print(f"run directories (for resnet lesion, landscape, paths, report): "
+                  f"{grid.plan.out / deg.RUN_DIRS}/<net>-<depth>-seed<seed>")
+    failed = {k: o for k, o in outcomes.items() if o.status == "error"}
+    for key, o in failed.items():
+        log.print(f"[red]run {key} failed[/]: {escape(o.message)}")
+    if grid.signum is not None:
+        log.print(f"interrupted; rerun the same command to resume ({grid.plan.out}): finished runs are reused, "
+                  "a run cut off midway resumes from its last checkpoint")
+        raise typer.Exit(errors.INTERRUPTED_TERM if grid.signum == signal.SIGTERM else errors.INTERRUPTED_INT)
+    if failed:
+        codes = {o.code for o in failed.values()}
+        raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)
+
+
+def _key(grid, record: dict[str, Any]) -> str:
+    """ROW:SEED of a record: rows are (depth, net) in plan order, numbered from 1."""
+    plan = grid.plan
+    index = plan.depths.index(record["depth"]) * len(plan.nets) + plan.nets.index(record["net"]) + 1
+    return f"{index}:{record['seed']}"
+
+
+def _findings(grid, log) -> None:
+    if grid.findings is not None:
         log.print(f"{deg.ARTICLE}'s findings on 8x8 digits, ours beside its figures:")
-        for f in found:
+        for f in grid.findings:
             mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]"
             article = "" if f["article"] is None else f"{f['article']:.2f}, "
             lo, hi = f["article_range"]
             log.print(f"  {f['finding']}: {f['measure']} {output.fmt(f['ours'], 2)} "
                       f"(article: {article}10 seeds {lo:g}-{hi:g}; needs {f['criterion']})  {mark}")
-    if paper is not None:
+    if grid.he2016a is not None:
         log.print("He 2016a's degradation comparisons, median training error (%):")
-        for f in paper:
+        for f in grid.he2016a:
             a, b = (output.fmt(v, 2) for v in f["ours"])
             mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]" if f["expected"] \
                 else "[yellow]not reached at this budget[/]"
             log.print(f"  {f['finding']} ({f['source']}): {a} against {b}  {mark}")
-    log.print(f"figure: {figure}   records: {out_dir / deg.RUNS_FILE}   wall time {wall:.0f} s "
-              f"(training, every run's own time summed: {sum(r['wall_s'] for r in records):.0f} s)")
-    log.print(f"run directories (for resnet lesion, landscape, paths): {out_dir / deg.RUN_DIRS}/<net>-<depth>-seed<seed>")
-
-
-class _EpochLine:
-    """A line per epoch for long runs (the CIFAR grid takes hours per run); short ones stay quiet."""
-
-    LONG = 2000  # iterations
-
-    def __init__(self, console):
-        self.console = console
-
-    def on_start(self, t) -> None:
-        self.on = t.total >= self.LONG
-        self.name = f"{'plain' if t.spec.model.shortcut.kind == 'none' else 'residual'}-{t.spec.model.depth} " \
-                    f"seed {t.spec.run.seed}"
-
-    def after_backward(self, t) -> None: ...
-    def on_sync(self, t, loss: float) -> None: ...
-
-    def on_epoch(self, t, record: dict[str, Any]) -> None:
-        if self.on:
-            test = f"  test err {record['test_error']:.2f}%" if record.get("test_error") is not None else ""
-            self.console.print(f"      {self.name}: epoch {record['epoch']}  iter {record['iter']}/{t.total}  "
-                               f"train err {record['train_error']:.2f}%{test}")
-
-    def on_end(self, t, summary) -> None: ...
 
 
 def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | None) -> list[tuple[str, Any]]:
     """--epochs/--iters change the length only: a base without lr steps (milestones: [], the article's
     digits recipe) keeps none; otherwise the steps move to 50%/75% of the new length."""
-    from ..errors import UserError
-    from ..experiments.degrade import DEFAULT_CONFIG
-    from ..spec import load_tree
-
     if epochs is not None and iters is not None:
         raise UserError("--epochs and --iters are exclusive: give one length")
     if epochs is None and iters is None:
@@ -167,32 +223,8 @@ def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | No
     return [("optim.iters", iters), ("optim.epochs", None), ("optim.milestones", milestones)]
 
 
-def _seed_text(seeds: list[int]) -> str:
-    if seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 2:
-        return f"{seeds[0]}..{seeds[-1]}"
-    return ",".join(map(str, seeds))
-
-
-def _write_result(path: Path, plan, summaries, found, paper, wall: float, records) -> None:
-    import json
-
-    from ..training.rundir import git_commit, versions
-
-    result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
-              "base_spec": plan.base, "summaries": summaries, "findings": found, "he2016a": paper,
-              "wall_s": round(wall, 1),  # this invocation, reused runs costing nothing
-              "train_wall_s": round(sum(r["wall_s"] for r in records), 1),  # every run's own training time
-              "versions": versions(), "git_commit": git_commit(),
-              "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def _cell(s: dict[str, Any], metric: str, digits: int) -> str:
     """Median; min-max over seeds below it; the published figure (dim) below that, where one exists."""
-    from .. import output
-
     med, lo, hi = s[f"{metric}_median"], s[f"{metric}_min"], s[f"{metric}_max"]
     lines = [output.fmt(med, digits)]
     if med is not None and s["n"] > 1:
@@ -210,8 +242,6 @@ def _cell(s: dict[str, Any], metric: str, digits: int) -> str:
 
 
 def _table(summaries: list[dict[str, Any]], plan):
-    from .. import output
-
     rows = []
     for s in summaries:
         # The seed count sits under the net's name: one column fewer keeps the ranges whole at 80 columns.

@@ -8,6 +8,10 @@ from typing import Annotated
 
 import typer
 
+from .. import output
+from ..errors import UserError
+from ..experiments import evaluate as evaluate_mod
+from ..experiments.trained import open_runs
 from ..cli import command
 from . import common
 
@@ -37,47 +41,38 @@ def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, recalibrate
           threads: common.RunThreads = None, out: OutDir = None, figure: Figure = None,
           json_: common.Json = False) -> None:
     """Error, loss, per-class error and confusion matrix of trained runs on a split (BN in eval mode, single view)."""
-    from .. import output
-    from ..errors import UserError
-    from ..experiments import evaluate as evaluate_mod
-    from ..experiments.trained import check_dir, load_run, load_spec, pick_device
-
     fmt = output.choose(json_)
     if bn_batches and not recalibrate_bn:
         raise UserError(f"--bn-batches {bn_batches}: only with --recalibrate-bn (the batches it re-estimates BN over)")
     sets = [f"data.dir={data_dir}"] if data_dir is not None else []
     sets += list(set_ or [])
-    for p in run_dirs:
-        check_dir(p)  # every bad directory is reported before any work starts
-        evaluate_mod.check_request(p, load_spec(p, sets), split, tta)  # and every bad --set, --split, --tta
-    common.set_threads(threads, default=load_spec(run_dirs[0]).run.threads)
-    dev = pick_device(device)
-    results = []
-    for p in run_dirs:
-        trained = load_run(p, dev, sets)
-        results.append(evaluate_mod.evaluate_run(trained, split, tta, batch_size,
-                                                 bn_batches if recalibrate_bn else None))
+
+    def check(specs) -> None:  # every bad --split or --tta before any weights load
+        for p, s in zip(run_dirs, specs):
+            evaluate_mod.check_request(p, s, split, tta)
+
+    results = [evaluate_mod.evaluate_run(trained, split, tta, batch_size, bn_batches if recalibrate_bn else None)
+               for trained in open_runs(run_dirs, device, threads, data_sets=sets, before=check)]
     written = _write(results, split, Path(out) if out else None, Path(figure) if figure else None)
-    if fmt is output.Format.JSON:
-        for r in results:
-            head = {"run": r["run"], "label": r["label"], "split": r["split"]}
-            row = {k: v for k, v in r.items() if k not in ("classes", "per_class", "confusion", "tta")}
-            if "tta" in r:
-                row.update(tta=r["tta"]["mode"], tta_error=r["tta"]["error"], tta_loss=r["tta"]["loss"])
-            output.emit({"event": "eval", **row})
-            for c in r["per_class"]:
-                output.emit({"event": "eval_class", **head, **c})
-            output.emit({"event": "confusion", **head, "classes": r["classes"], "matrix": r["confusion"]})
-        for kind, path in written:
-            output.emit({"event": kind, "path": str(path)})
-        return
-    _render(results, written)
+    output.render(records(results, written), fmt, views(results, written))
+
+
+def records(results: list[dict], written: list[tuple[str, Path]]) -> list[dict]:
+    """The JSON lines: per run its errors, each class, its confusion matrix; then the files written."""
+    out = []
+    for r in results:
+        head = {"run": r["run"], "label": r["label"], "split": r["split"]}
+        row = {k: v for k, v in r.items() if k not in ("classes", "per_class", "confusion", "tta")}
+        if "tta" in r:
+            row.update(tta=r["tta"]["mode"], tta_error=r["tta"]["error"], tta_loss=r["tta"]["loss"])
+        out.append({"event": "eval", **row})
+        out += [{"event": "eval_class", **head, **c} for c in r["per_class"]]
+        out.append({"event": "confusion", **head, "classes": r["classes"], "matrix": r["confusion"]})
+    return out + [{"event": kind, "path": str(path)} for kind, path in written]
 
 
 def _write(results: list[dict], split: str, out: Path | None, figure: Path | None) -> list[tuple[str, Path]]:
     """Files only where asked: --out DIR (results and figure), --figure PATH (the figure)."""
-    from ..experiments import evaluate as evaluate_mod
-
     written = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -92,50 +87,48 @@ def _write(results: list[dict], split: str, out: Path | None, figure: Path | Non
     return written
 
 
-def _render(results: list[dict], written: list[tuple[str, Path]]) -> None:
-    from .. import output
-
-    con = output.stdout()
+def views(results: list[dict], written: list[tuple[str, Path]]) -> list[output.View]:
+    """One table of the runs, then one per run of its classes; where files went, on stderr."""
     tta = any("tta" in r for r in results)
     precise = any("error_precise_bn" in r for r in results)
     cols = ["run", "net", "status", "iter", "error %", "loss", "logged %"]
-    rows = []
     base, names = output.short_paths([r["run"] for r in results])
-    for r, name in zip(results, names):
-        row = [name, r["label"], r["status"], str(r["iter"]), r["error"],
-               f"{r['loss']:.4f}", r["logged_error"]]
+    short = dict(zip([r["run"] for r in results], names))
+    by_run = {r["run"]: r for r in results}
+
+    def row(rec: dict) -> list:
+        r = by_run[rec["run"]]
+        cells = [short[r["run"]], r["label"], r["status"], str(r["iter"]), r["error"], f"{r['loss']:.4f}",
+                 r["logged_error"]]
         if precise:
-            row += [r.get("error_precise_bn"), str(r.get("bn_batches", ""))]
+            cells += [r.get("error_precise_bn"), str(r.get("bn_batches", ""))]
         if tta:
-            row.append(r["tta"]["error"] if "tta" in r else None)
-        rows.append(row)
-    split = results[0]["split"]
+            cells.append(r["tta"]["error"] if "tta" in r else None)
+        return cells
+
     extra = (["precise BN %", "BN batches"] if precise else []) + (["flip %"] if tta else [])
     caption = "logged %: the run's own figure at this iteration (metrics.jsonl)"
     if precise:
         caption += ("; precise BN %: with BN statistics re-estimated for these weights over that many "
                     "training batches (error % uses the running statistics)")
-    con.print(output.table(f"resnet eval, {split} split: BN in eval mode, the single view"
-                           + (f" (runs in {base})" if base else ""), cols + extra, rows,
-                           justify_right=[False, False, False] + [True] * (len(cols) - 3 + len(extra)), compact=True,
-                           caption=caption))
-    for r in results:
-        con.print(_class_table(r))
-    for _, path in written:
-        output.info(f"wrote {path}")
+    runs = output.View(f"resnet eval, {results[0]['split']} split: BN in eval mode, the single view"
+                       + (f" (runs in {base})" if base else ""), cols + extra, row,
+                       keep=lambda rec: rec["event"] == "eval",
+                       justify_right=[False, False, False] + [True] * (len(cols) - 3 + len(extra)), compact=True,
+                       caption=caption)
+    return [runs, *[_class_view(r) for r in results],
+            output.View(show=False, log=[f"wrote {path}" for _, path in written])]
 
 
-def _class_table(r: dict):
-    from .. import output
-
+def _class_view(r: dict) -> output.View:
     n = len(r["classes"])
     matrix = n <= TABLE_CLASSES
     # With the matrix, a row's images and wrong ones are its sum and its off-diagonal: not repeated.
     cols = ["class", "error %"] + ([str(i) for i in range(n)] if matrix else ["images", "wrong"])
-    rows = [[f"{row['class']} {row['name']}" if row["name"] != str(row["class"]) else row["name"], row["error"]]
-            + ([str(v) for v in r["confusion"][row["class"]]] if matrix else [str(row["images"]), str(row["wrong"])])
-            for row in r["per_class"]]
     caption = ("rows: true class; columns: predicted class (images)" if matrix
                else f"{n} classes: the confusion matrix is in --json and the figure")
-    return output.table(f"{r['label']} ({r['run']}), {r['split']}, {r['images']} images: per class", cols, rows, caption=caption,
-                        compact=True)
+    return output.View(
+        f"{r['label']} ({r['run']}), {r['split']}, {r['images']} images: per class", cols,
+        lambda row: [f"{row['class']} {row['name']}" if row["name"] != str(row["class"]) else row["name"], row["error"]]
+        + ([str(v) for v in r["confusion"][row["class"]]] if matrix else [str(row["images"]), str(row["wrong"])]),
+        keep=lambda rec: rec["event"] == "eval_class" and rec["run"] == r["run"], caption=caption, compact=True)

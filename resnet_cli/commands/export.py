@@ -7,7 +7,10 @@ from typing import Annotated
 
 import typer
 
+from .. import output
 from ..cli import command
+from ..experiments import export as export_mod
+from ..experiments.trained import open_runs
 from . import common
 
 RunDirArg = Annotated[str, typer.Argument(metavar="RUN_DIR", help="A trained run's directory (resnet train --out DIR).")]
@@ -23,30 +26,27 @@ def export(run_dir: RunDirArg, format_: Format = "torchscript", out: OutPath = N
            data_dir: common.DataDir = None, set_: common.DataSet = None, force: Force = False,
            json_: common.Json = False) -> None:
     """Write a trained net for other tools (with its spec, class names and preprocessing) and check its logits."""
-    from .. import output
-    from ..experiments import export as export_mod
-    from ..experiments.trained import check_dir, load_run, load_spec
-
     fmt = output.choose(json_)
     sets = ([f"data.dir={data_dir}"] if data_dir is not None else []) + list(set_ or [])
-    check_dir(run_dir)
-    load_spec(run_dir, sets)
     path = Path(out) if out else Path(Path(run_dir).resolve().name + export_mod.SUFFIX.get(format_, ""))
-    export_mod.check_request(format_, path, force)
-    trained = load_run(run_dir, "cpu", sets)  # exported from the CPU: fp32, loadable anywhere
+    # Exported from the CPU (fp32, loadable anywhere), with torch's own thread count (threads=0).
+    (trained,) = open_runs([run_dir], "cpu", threads=0, data_sets=sets,
+                           before=lambda specs: export_mod.check_request(format_, path, force))
     report = export_mod.export_run(trained, format_, path, check_images)
-    if fmt is output.Format.JSON:
-        output.emit({"event": "export", **{k: v for k, v in report.items() if k not in ("classes", "versions")}})
-        return
+    record = {"event": "export", **{k: v for k, v in report.items() if k not in ("classes", "versions")}}
+    output.render([record], fmt, view(report))
+
+
+def view(report: dict) -> output.View:
     check = report["check"]
-    con = output.stdout()
-    con.print(output.table(f"resnet export: {report['label']} ({report['run']}, iteration {report['iter']})",
-                           ["file", "what"], [
-                               (report["path"], f"{report['format']}: images (N, {', '.join(map(str, report['input']['input_shape']))}) -> logits (N, {report['num_classes']})"),
-                               (report["spec_path"], "the run's resolved spec"),
-                               (report["info_path"], "classes, preprocessing, versions, this check")],
-                           justify_right=[False, False]))
     batches = ", ".join(f"batch {c['batch']}: {c['max_abs_diff']:.3g}" for c in check["against"])
-    con.print(f"read back and compared with the trained net on {check['images']} test images: max |logit "
-              f"difference| {check['max_abs_diff']:.3g} (allowed {check['tolerance']:g}; {batches})")
-    con.print(f"input: {report['input']['pixels']}; {report['input']['formula']}")
+    files = [(report["path"], f"{report['format']}: images (N, {', '.join(map(str, report['input']['input_shape']))}) "
+                              f"-> logits (N, {report['num_classes']})"),
+             (report["spec_path"], "the run's resolved spec"),
+             (report["info_path"], "classes, preprocessing, versions, this check")]
+    return output.View(
+        f"resnet export: {report['label']} ({report['run']}, iteration {report['iter']})", ["file", "what"],
+        rows=lambda records: files, justify_right=[False, False],
+        notes=[f"read back and compared with the trained net on {check['images']} test images: max |logit "
+               f"difference| {check['max_abs_diff']:.3g} (allowed {check['tolerance']:g}; {batches})",
+               f"input: {report['input']['pixels']}; {report['input']['formula']}"])

@@ -8,12 +8,20 @@ Three modes:
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from .. import data as data_mod
+from .. import figures, output
+from .. import spec as spec_mod
 from ..cli import command
+from ..errors import UserError
+from ..experiments.gradnorm import jacobian, layer_responses, norms
+from ..experiments.trained import open_runs
 from . import common, signal_view
 
 DEFAULT_VARIANTS = ("plain", "original", "full_preact", "scale:0.5", "exclusive_gate")
@@ -68,8 +76,6 @@ def gradnorm(
 ) -> None:
     """Gradient norm of every weight layer and of each unit's input, side by side for several nets;
     the Jacobian gain of plain vs residual stacks; layer responses of trained runs."""
-    from .. import output
-    from ..errors import UserError
 
     fmt = output.choose(json_)
     if jacobian and responses:
@@ -100,9 +106,6 @@ def gradnorm(
 
 
 def _named_specs(specs: list[str], variants: list[str], base: str | None, overrides, sets) -> list[tuple[str, Any]]:
-    from .. import spec as spec_mod
-    from ..errors import UserError
-    from ..experiments.gradnorm.norms import variant_tree
 
     if not specs and not variants:
         variants = list(DEFAULT_VARIANTS)
@@ -112,15 +115,10 @@ def _named_specs(specs: list[str], variants: list[str], base: str | None, overri
     for path in specs:
         s = spec_mod.load(path, overrides, sets)
         named.append((Path(path).stem if Path(path).suffix else path, s))
-    base_tree = spec_mod.load_tree(base) if base else spec_mod.merge(DEFAULT_BASE, {})
+    base_tree = spec_mod.tree_of(base if base else DEFAULT_BASE, overrides, sets)
     base_tree.pop("degrade", None)  # a degrade config is a spec plus its experiment section
-    for key, value in overrides:
-        spec_mod.set_dotted(base_tree, key, value)
-    for item in sets:
-        spec_mod.set_dotted(base_tree, *spec_mod.parse_set(item))
     for v in variants:
-        tree = variant_tree(base_tree, v)
-        named.append((v, spec_mod.resolve(spec_mod.validate(tree, f"--variant {v}"))))
+        named.append((v, spec_mod.load(norms.variant_tree(base_tree, v), name=f"--variant {v}")))
     names = [n for n, _ in named]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -129,11 +127,6 @@ def _named_specs(specs: list[str], variants: list[str], base: str | None, overri
 
 
 def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
-    import dataclasses
-
-    from .. import data as data_mod
-    from .. import figures, output
-    from ..experiments.gradnorm import norms
 
     log = output.stderr()
     fig_path = figures.target(out, Path("gradnorm.png"))
@@ -152,43 +145,33 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
                   f"on {s.data.dataset}")
         results.append(norms.measure_spec(name, s, steps, data=cache[key]))
     norms.figure(results, fig_path)
-    if fmt is output.Format.JSON:
-        for row in norms.rows(results):
-            output.emit(row)
-    else:
-        con = output.stdout()
-        con.print(_summary_table(results, steps))
-        if per_layer:
-            con.print(_layer_table(results))
+    output.render(norms.rows(results), fmt, [_summary_view(results, steps), _layer_view(results, per_layer)])
     log.print(f"figure: {fig_path}")
 
 
-def _summary_table(results, steps: int):
-    from .. import output
-    from ..experiments.gradnorm.norms import summary_row
+def _summary_view(results, steps: int) -> output.View:
 
     def sci(v):  # the exponent is the point (1e-39 against 1.7): never cut, so these columns do not wrap
         return "-" if v is None else f"{v:.1e}"
 
     rows = []
     for r in results:
-        s = summary_row(r)
+        s = norms.summary_row(r)
         rows.append((s["spec"], str(s["depth"]), output.params_str(s["params"]), sci(s["first_layer"]),
                      f"{sci(s['median_layer'])}\n{sci(s['min_layer'])}\n{sci(s['max_layer'])}", sci(s["last_layer"]),
                      sci(s["input_ratio"]), sci(s["direct_term"]), output.fmt(s["loss"], 3)))
     when = "at step 1" if steps == 1 else f"averaged over the first {steps} steps"
-    return output.table(
+    return output.View(
         f"gradient norms {when}",
         ["spec", "depth", "params", "dW\nfirst", "dW med\nmin\nmax", "dW\nfc", "dx_0/\ndx_L", "lambda\n^L", "loss"],
-        rows, compact=True,
+        rows=lambda records: rows, compact=True,
         caption="dW: ||dE/dW|| of the first conv, of every weight layer, shortcut gates and projections included "
                 "(median, min, max), of the fc "
                 "layer; dx_0/dx_L: ||dE/dx_0|| / ||dE/dx_L||, at the first unit's input vs the last unit's output; "
                 "lambda^L: the shortcut-only term of dx_L/dx_0 for scaled shortcuts (He 2016b eq. 5)")
 
 
-def _layer_table(results):
-    from .. import output
+def _layer_view(results, shown: bool) -> output.View:
 
     by_spec = [{layer["index"]: layer for layer in r.layers if layer["path"] == "main"} for r in results]
     indices = sorted(set().union(*[set(d) for d in by_spec]))
@@ -201,8 +184,9 @@ def _layer_table(results):
     for l in range(depth_rows):
         rows.append((str(l), f"dE/dx_{l}", *[f"{r.inputs[l]:.2e}" if l < len(r.inputs) and r.inputs[l]
                                                           else "-" for r in results]))
-    return output.table("||dE/dW|| per main-path weight layer, then ||dE/dx_l|| at each unit's input",
-                        ["index", "layer", *[output.fold(r.name) for r in results]], rows)
+    return output.View("||dE/dW|| per main-path weight layer, then ||dE/dx_l|| at each unit's input",
+                       ["index", "layer", *[output.fold(r.name) for r in results]], rows=lambda records: rows,
+                       show=shown)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,8 +194,6 @@ def _layer_table(results):
 
 
 def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
-    from .. import output
-    from ..experiments.gradnorm import jacobian
 
     output.stderr().print(f"gradnorm --jacobian: stacks of {', '.join(map(str, sorted(set(blocks))))} "
                           f"conv-ReLU-conv blocks on one 8x8 digit, kernel std {', '.join(map(str, stds))}, "
@@ -220,15 +202,11 @@ def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
     for r in results:
         seed_fig = jacobian.SEED_GAINS.get((r["net"], r["kernel_std"])) if r["blocks"] == 30 else None
         r["seed_gain"] = seed_fig
-    if fmt is output.Format.JSON:
-        for r in results:
-            output.emit(r)
-        return
-    rows = [(r["net"], str(r["blocks"]), f"{r['kernel_std']:g}", f"{r['gain']:.2e}",
-             f"{r['seed_gain']:.1e}" if r["seed_gain"] is not None else "-") for r in results]
-    output.stdout().print(output.table(
+    output.render(results, fmt, output.View(
         "largest gain of d(output)/d(input), at initialisation", ["net", "blocks", "kernel std", "gain", "article"],
-        rows, caption="spectral norm by power iteration on J^T J (JVP + VJP; J never built). article: the "
+        lambda r: (r["net"], str(r["blocks"]), f"{r['kernel_std']:g}", f"{r['gain']:.2e}",
+                   f"{r['seed_gain']:.1e}" if r["seed_gain"] is not None else "-"),
+        caption="spectral norm by power iteration on J^T J (JVP + VJP; J never built). article: the "
                       "\"Residual Connection\" article's digits toy, its own random draws (over its seeds 1-9: plain <= 1e-39 and 1e-13..1e-10, "
                       "residual 1.3-1.9 and 23-280)"))
 
@@ -239,47 +217,34 @@ def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
 
 def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | None, per_layer: bool,
                threads: int | None = None) -> None:
-    import statistics
-
-    from .. import figures, output
-    from ..errors import UserError
-    from ..experiments.gradnorm import layer_responses
-    from ..experiments.trained import check_dir, load_spec, pick_device
-
     if split not in ("train", "val", "test"):
         raise UserError(f"--split {split}: valid splits are train, val, test")
-    for path in run_dirs:  # bad input is one line: refuse before any progress line is printed
-        check_dir(path)
     fig_path = figures.target(out, Path(run_dirs[0]) / "responses.png" if len(run_dirs) == 1 else Path("responses.png"))
-    common.set_threads(threads, default=load_spec(run_dirs[0]).run.threads)
-    dev = pick_device(device)
     runs = []
-    for path in run_dirs:
+    for path, trained in zip(run_dirs, open_runs(run_dirs, device, threads)):
         output.stderr().print(f"gradnorm --responses: {path} ({split} split)")
-        runs.append(layer_responses.responses(path, split=split, device=dev))
+        runs.append(layer_responses.responses(trained, split=split))
     labels = [r["label"] for r in runs]
     for r in runs:
         r["name"] = r["label"] if labels.count(r["label"]) == 1 else f"{r['label']} ({Path(r['run']).name})"
     layer_responses.responses_figure(runs, fig_path)
-    if fmt is output.Format.JSON:
-        for r in runs:
-            for layer in r["layers"]:
-                output.emit({"spec": r["name"], "run": r["run"], **layer})
-    else:
-        rows = []
-        for r in runs:
-            stds = [layer["std"] for layer in r["layers"]]
-            rows.append((r["name"], str(len(stds)), f"{statistics.mean(stds):.3f}", f"{statistics.median(stds):.3f}",
-                         f"{min(stds):.3f}", f"{max(stds):.3f}"))
-        con = output.stdout()
-        con.print(output.table(f"layer responses after BN ({split} split)",
-                               ["run", "layers", "mean std", "median std", "min", "max"], rows,
-                               caption="He 2016a Fig. 7: ResNets respond with smaller std than plain nets, "
-                                       "and smaller still as they deepen"))
-        if per_layer:
-            n = max(len(r["layers"]) for r in runs)
-            layer_rows = [(str(i + 1), *[f"{r['layers'][i]['std']:.3f}" if i < len(r["layers"]) else "-" for r in runs])
-                          for i in range(n)]
-            con.print(output.table("std of each layer's response", ["index", *[output.fold(r["name"]) for r in runs]],
-                                   layer_rows))
+    records = [{"spec": r["name"], "run": r["run"], **layer} for r in runs for layer in r["layers"]]
+    output.render(records, fmt, _response_views(runs, split, per_layer))
     output.stderr().print(f"figure: {fig_path}")
+
+
+def _response_views(runs: list[dict], split: str, per_layer: bool) -> list[output.View]:
+    rows = []
+    for r in runs:
+        stds = [layer["std"] for layer in r["layers"]]
+        rows.append((r["name"], str(len(stds)), f"{statistics.mean(stds):.3f}", f"{statistics.median(stds):.3f}",
+                     f"{min(stds):.3f}", f"{max(stds):.3f}"))
+    n = max(len(r["layers"]) for r in runs)
+    layer_rows = [(str(i + 1), *[f"{r['layers'][i]['std']:.3f}" if i < len(r["layers"]) else "-" for r in runs])
+                  for i in range(n)]
+    return [output.View(f"layer responses after BN ({split} split)",
+                        ["run", "layers", "mean std", "median std", "min", "max"], rows=lambda records: rows,
+                        caption="He 2016a Fig. 7: ResNets respond with smaller std than plain nets, "
+                                "and smaller still as they deepen"),
+            output.View("std of each layer's response", ["index", *[output.fold(r["name"]) for r in runs]],
+                        rows=lambda records: layer_rows, show=per_layer)]

@@ -8,7 +8,10 @@ from typing import Annotated
 
 import typer
 
+from .. import figures, output
 from ..cli import command
+from ..experiments import landscape as land
+from ..experiments.trained import open_runs
 from . import common
 
 RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR",
@@ -35,40 +38,37 @@ def landscape(run_dirs: RunDirs, dims: Dims = 1, range_: Range = (-1.0, 1.0), po
               samples: Samples = 1000, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
               out: FigOut = None, json_: common.Json = False) -> None:
     """Training loss and accuracy on a grid around the trained weights; BN in eval mode (running stats)."""
-    from .. import figures, output
-    from ..experiments import landscape as land
-    from ..experiments.trained import check_dir, load_run, load_spec, pick_device
-
     fmt = output.choose(json_)
-    for p in run_dirs:
-        check_dir(p)
     name = f"landscape-{dims}d.png"
     fig_path = figures.target(out, Path(run_dirs[0]) / name if len(run_dirs) == 1 else Path(name))
-    common.set_threads(threads, default=load_spec(run_dirs[0]).run.threads)
-    dev = pick_device(device)
-    trained = [load_run(p, dev) for p in run_dirs]
+    trained = open_runs(run_dirs, device, threads)
     lo, hi = range_
     results = [land.scan(t, dims=dims, lo=lo, hi=hi, points=points, samples=samples, seed=seed, log=output.info)
                for t in trained]
     land.figure(results, fig_path)
-    if fmt is output.Format.JSON:
-        for r in results:
-            head = {"run": r["run"], "label": r["label"]}
-            for pt in r["points"]:
-                output.emit({"event": "landscape_point", **head, **pt})
-            output.emit({"event": "landscape_summary", **head, "dims": r["dims"], "points": len(r["points"]),
-                         "samples": r["samples"], "seed": r["seed"], "bn": r["bn"],
-                         "loss_center": r["center"]["loss"], "accuracy_center": r["center"]["accuracy"],
-                         **r["measures"], "wall_s": r["wall_s"]})
-        output.emit({"event": "figure", "path": str(fig_path)})
-        return
-    rows = [(r["label"], r["center"]["loss"], r["center"]["accuracy"], f"{r['measures']['loss_max']:.3g}",
-             str(r["measures"]["local_minima"]), r["measures"]["tv_ratio"],
-             f"{100 * r['measures']['nonconvex_fraction']:.0f}") for r in results]
-    con = output.stdout()
-    con.print(output.table(f"landscape {dims}-D: {len(results[0]['points'])} points in {lo:g}..{hi:g}, "
-                           f"{results[0]['samples']} train images, BN eval",
-                           ["net", "loss@0", "acc@0 %", "max loss", "minima", "TV/range", "nonconvex %"], rows,
-                           caption="one valley: 1 minimum, TV/range 1-2; chaotic: more of both"))
-    con.print(PAPER)
-    output.info(f"figure: {fig_path} ({sum(r['wall_s'] for r in results):.1f} s)")
+    output.render(records(results, fig_path), fmt, view(results, fig_path, lo, hi))
+
+
+def records(results: list[dict], fig_path: Path) -> list[dict]:
+    """The JSON lines: every grid point of every run, then each run's summary; then the figure."""
+    out = []
+    for r in results:
+        head = {"run": r["run"], "label": r["label"]}
+        out += [{"event": "landscape_point", **head, **pt} for pt in r["points"]]
+        out.append({"event": "landscape_summary", **head, "dims": r["dims"], "points": len(r["points"]),
+                    "samples": r["samples"], "seed": r["seed"], "bn": r["bn"],
+                    "loss_center": r["center"]["loss"], "accuracy_center": r["center"]["accuracy"],
+                    **r["measures"], "wall_s": r["wall_s"]})
+    return [*out, {"event": "figure", "path": str(fig_path)}]
+
+
+def view(results: list[dict], fig_path: Path, lo: float, hi: float) -> output.View:
+    return output.View(
+        f"landscape {results[0]['dims']}-D: {len(results[0]['points'])} points in {lo:g}..{hi:g}, "
+        f"{results[0]['samples']} train images, BN eval",
+        ["net", "loss@0", "acc@0 %", "max loss", "minima", "TV/range", "nonconvex %"],
+        lambda s: (s["label"], s["loss_center"], s["accuracy_center"], f"{s['loss_max']:.3g}",
+                   str(s["local_minima"]), s["tv_ratio"], f"{100 * s['nonconvex_fraction']:.0f}"),
+        keep=lambda rec: rec["event"] == "landscape_summary",
+        caption="one valley: 1 minimum, TV/range 1-2; chaotic: more of both", notes=[PAPER],
+        log=[f"figure: {fig_path} ({sum(r['wall_s'] for r in results):.1f} s)"])

@@ -7,7 +7,10 @@ from typing import Annotated
 
 import typer
 
+from .. import figures, output
 from ..cli import command
+from ..experiments import lesion as lesion_mod
+from ..experiments.trained import open_runs
 from . import common
 
 RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR",
@@ -33,31 +36,24 @@ def lesion(run_dirs: RunDirs, compare: Compare = None, max_k: MaxK = None, draws
            device: Device = "auto", threads: common.RunThreads = None, out: FigOut = None,
            json_: common.Json = False) -> None:
     """Delete each unit in turn (branch -> 0, shortcut kept), then k random units; test error each time."""
-    from .. import figures, output
-    from ..experiments import lesion as lesion_mod
-    from ..experiments.trained import check_dir, load_run, load_spec, pick_device
-
     fmt = output.choose(json_)
     paths = list(run_dirs) + ([compare] if compare else [])
-    for p in paths:
-        check_dir(p)  # every bad directory is reported before any work starts
     fig_path = figures.target(out, Path(paths[0]) / "lesion.png" if len(paths) == 1 else Path("lesion.png"))
-    common.set_threads(threads, default=load_spec(paths[0]).run.threads)
-    dev = pick_device(device)
-    trained = [load_run(p, dev) for p in paths]
+    trained = open_runs(paths, device, threads)
     results = [lesion_mod.study(t, max_k=max_k, draws=draws, seed=seed, log=output.info) for t in trained]
     lesion_mod.figure(results, fig_path)
-    if fmt is output.Format.JSON:
-        for r in results:
-            head = {"run": r["run"], "label": r["label"]}
-            output.emit({"event": "lesion_baseline", **head, **r["baseline"], "wall_s": r["wall_s"]})
-            for u in r["units"]:
-                output.emit({"event": "lesion_unit", **head, **u})
-            for row in r["k"]:
-                output.emit({"event": "lesion_k", **head, **row})
-        output.emit({"event": "figure", "path": str(fig_path)})
-        return
-    _render(results, fig_path)
+    output.render(records(results, fig_path), fmt, views(results, fig_path))
+
+
+def records(results: list[dict], fig_path: Path) -> list[dict]:
+    """The JSON lines: per run its baseline, each unit deleted alone, each k; then the figure."""
+    out = []
+    for r in results:
+        head = {"run": r["run"], "label": r["label"]}
+        out.append({"event": "lesion_baseline", **head, **r["baseline"], "wall_s": r["wall_s"]})
+        out += [{"event": "lesion_unit", **head, **u} for u in r["units"]]
+        out += [{"event": "lesion_k", **head, **row} for row in r["k"]]
+    return [*out, {"event": "figure", "path": str(fig_path)}]
 
 
 def _where(u: dict) -> str:
@@ -65,21 +61,24 @@ def _where(u: dict) -> str:
     return f"stage {u['stage']}" if u["name"] == f"unit{u['unit'] - 1}" else u["name"]
 
 
-def _render(results: list[dict], fig_path: Path) -> None:
-    from .. import output
-
-    con = output.stdout()
+def views(results: list[dict], fig_path: Path) -> list[output.View]:
+    out = []
     for r in results:
+        def mine(event: str, run: str = r["run"]):
+            return lambda rec: rec["event"] == event and rec["run"] == run
+
         base = r["baseline"]["test_error"]
-        rows = [(str(u["unit"]), _where(u), "yes" if u["downsampling"] else "",
-                 u["deletion"] or "cannot (shape changes)", u["test_error"],
-                 f"{u['delta']:+.2f}" if u["delta"] is not None else "-") for u in r["units"]]
-        con.print(output.table(f"{r['label']} ({r['run']}): one unit deleted; test error {base:.2f}% with none",
-                               ["unit", "where", "downsampling", "deletion", "test error %", "change"], rows))
-        krows = [(str(k["k"]), str(k["draws"]), k["median"], k["min"], k["max"]) for k in r["k"]]
-        con.print(output.table(f"{r['label']}: k units deleted at random", ["k", "draws", "median %", "min %", "max %"],
-                               krows))
-        if r["undeletable"]:
-            con.print(f"units {', '.join(map(str, r['undeletable']))} change shape and have no shortcut: not deleted")
-    con.print(PAPER)
-    output.info(f"figure: {fig_path}")
+        out.append(output.View(
+            f"{r['label']} ({r['run']}): one unit deleted; test error {base:.2f}% with none",
+            ["unit", "where", "downsampling", "deletion", "test error %", "change"],
+            lambda u: (str(u["unit"]), _where(u), "yes" if u["downsampling"] else "",
+                       u["deletion"] or "cannot (shape changes)", u["test_error"],
+                       f"{u['delta']:+.2f}" if u["delta"] is not None else "-"),
+            keep=mine("lesion_unit")))
+        undeletable = ([f"units {', '.join(map(str, r['undeletable']))} change shape and have no shortcut: not deleted"]
+                       if r["undeletable"] else [])
+        out.append(output.View(
+            f"{r['label']}: k units deleted at random", ["k", "draws", "median %", "min %", "max %"],
+            lambda k: (str(k["k"]), str(k["draws"]), k["median"], k["min"], k["max"]),
+            keep=mine("lesion_k"), notes=undeletable))
+    return [*out, output.View(show=False, notes=[PAPER], log=[f"figure: {fig_path}"])]

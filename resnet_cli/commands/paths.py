@@ -5,9 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import torch
 import typer
 
+from .. import data as data_mod
+from .. import figures, output
+from .. import spec as spec_mod
 from ..cli import command
+from ..errors import UserError
+from ..experiments import paths as paths_mod
+from ..experiments.trained import check_dir, open_runs, pick_device, run_label
+from ..model import build_model
+from ..training.rundir import SPEC
 from . import common
 
 Sources = Annotated[list[str], typer.Argument(metavar="RUN_DIR|SPEC",
@@ -36,11 +45,6 @@ def paths(sources: Sources, init: Init = False, with_init: WithInit = False, sam
           batch_size: BatchSize = None, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
           set_: common.Set = None, out: FigOut = None, json_: common.Json = False) -> None:
     """Gradient carried by paths of each length: backward through k units' branches, the other units' shortcuts."""
-    from .. import figures, output
-    from ..errors import UserError
-    from ..experiments import paths as paths_mod
-    from ..experiments.trained import check_dir, pick_device
-
     fmt = output.choose(json_)
     if not 0 < mass <= 1:
         raise UserError(f"--mass {mass}: give a share of the total gradient in (0, 1], e.g. 0.9")
@@ -49,53 +53,34 @@ def paths(sources: Sources, init: Init = False, with_init: WithInit = False, sam
                         "runs: give one")
     if set_ and not init:
         raise UserError("--set changes the spec of a net at initialisation: give it with --init")
-    if not init:
-        for p in sources:
-            check_dir(p)  # every bad directory is reported before any work starts
     single_dir = len(sources) == 1 and Path(sources[0]).is_dir()
     fig_path = figures.target(out, Path(sources[0]) / "paths.png" if single_dir else Path("paths.png"))
-    dev = pick_device(device)
-    states = [True] if init else [False, True] if with_init else [False]
-    nets = [(at_init, *_load(s, at_init, set_ or [], dev)) for s in sources for at_init in states]
-    common.set_threads(threads, default=nets[0][4].run.threads)  # before the first backward pass
+    if init:  # specs or run directories, fresh weights: nothing trained is opened
+        dev = pick_device(device)
+        nets = [("init", *_at_init(s, set_ or [], dev)) for s in sources]
+        common.set_threads(threads, default=nets[0][4].run.threads)  # before the first backward pass
+    else:
+        trained = open_runs(sources, device, threads)
+        dev = trained[0].device
+        nets = []
+        for source, t in zip(sources, trained):
+            nets.append(("trained", t.label, str(t.path), t.model, t.spec, t.data))
+            if with_init:
+                nets.append(("init", *_at_init(source, [], dev)))
     results = []
-    for at_init, label, source, model, spec, data in nets:
+    for state, label, source, model, spec, data in nets:
         if data.train is None:
             raise UserError(f"{source}: paths needs in-memory data (digits, synthetic, cifar); "
                             f"{spec.data.dataset} image folders are not supported")
-        results.append(paths_mod.study(model, data.train, label=label, source=source,
-                                       state="init" if at_init else "trained",
+        results.append(paths_mod.study(model, data.train, label=label, source=source, state=state,
                                        batch_size=batch_size or spec.optim.batch_size, samples=samples, mass=mass,
                                        seed=seed, device=dev, log=output.info))
     paths_mod.figure(results, fig_path)
-    if fmt is output.Format.JSON:
-        for r in results:
-            head = {"run": r["run"], "label": r["label"], "state": r["state"]}
-            for row in r["rows"]:
-                output.emit({"event": "paths_k", **head, **row})
-            output.emit({"event": "paths_summary", **head, "units": r["n"] + r["fixed"], "routable": r["n"],
-                         "mass": r["mass"], "window": r["window"], "unit_window": r["unit_window"],
-                         "full_grad": r["full_grad"], "full_unit_grad": r["full_unit_grad"],
-                         "samples": r["samples"], "batch_size": r["batch_size"], "seed": r["seed"],
-                         "wall_s": r["wall_s"]})
-        output.emit({"event": "figure", "path": str(fig_path)})
-        return
-    _render(results, fig_path)
+    output.render(records(results, fig_path), fmt, views(results, fig_path))
 
 
-def _load(source: str, init: bool, sets: list[str], device):
-    """(label, source, model, spec, data) for a trained run, or for a net at initialisation."""
-    import torch
-
-    from .. import data as data_mod
-    from .. import spec as spec_mod
-    from ..experiments.trained import check_dir, load_run, run_label
-    from ..model import build_model
-    from ..training.rundir import SPEC
-
-    if not init:
-        t = load_run(source, device)
-        return t.label, str(t.path), t.model, t.spec, t.data
+def _at_init(source: str, sets: list[str], device):
+    """(label, source, model, spec, data) of a net at initialisation, from a spec or a run directory's spec."""
     p = Path(source)
     spec_file = str(check_dir(p) / SPEC) if p.is_dir() else source
     spec = spec_mod.load(spec_file, [], sets)
@@ -105,22 +90,33 @@ def _load(source: str, init: bool, sets: list[str], device):
     return run_label(spec), source, model, spec, data
 
 
-def _render(results: list[dict], fig_path: Path) -> None:
-    from .. import output
-
-    con = output.stdout()
+def records(results: list[dict], fig_path: Path) -> list[dict]:
+    """The JSON lines: per net each path length, then its summary; then the figure."""
+    out = []
     for r in results:
-        rows = [(str(row["length"]), f"{row['log_paths'] / 2.302585092994046:.1f}",
-                 f"{row['grad_mean']:.3g}", f"{row['grad_std']:.2g}", f"{100 * row['grad_share']:.1f}",
-                 f"{row['unit_grad_mean']:.3g}", f"{100 * row['unit_grad_share']:.1f}") for row in r["rows"]]
+        head = {"run": r["run"], "label": r["label"], "state": r["state"]}
+        out += [{"event": "paths_k", **head, **row} for row in r["rows"]]
+        out.append({"event": "paths_summary", **head, "units": r["n"] + r["fixed"], "routable": r["n"],
+                    "mass": r["mass"], "window": r["window"], "unit_window": r["unit_window"],
+                    "full_grad": r["full_grad"], "full_unit_grad": r["full_unit_grad"],
+                    "samples": r["samples"], "batch_size": r["batch_size"], "seed": r["seed"],
+                    "wall_s": r["wall_s"]})
+    return [*out, {"event": "figure", "path": str(fig_path)}]
+
+
+def views(results: list[dict], fig_path: Path) -> list[output.View]:
+    out = []
+    for r in results:
         w, uw = r["window"], r["unit_window"]
-        con.print(output.table(
+        out.append(output.View(
             f"{r['label']}, {r['state']} ({r['run']}): {r['n']} units with a shortcut, {r['samples']} samples per length",
-            ["length", "log10 paths", "grad/path", "std", "total %", "unit grad/path", "unit total %"], rows,
+            ["length", "log10 paths", "grad/path", "std", "total %", "unit grad/path", "unit total %"],
+            lambda row: (str(row["length"]), f"{row['log_paths'] / 2.302585092994046:.1f}",
+                         f"{row['grad_mean']:.3g}", f"{row['grad_std']:.2g}", f"{100 * row['grad_share']:.1f}",
+                         f"{row['unit_grad_mean']:.3g}", f"{100 * row['unit_grad_share']:.1f}"),
+            keep=lambda rec, r=r: rec["event"] == "paths_k" and (rec["run"], rec["state"]) == (r["run"], r["state"]),
             caption=f"{100 * r['mass']:.0f}% of the total gradient at the input: lengths {w['first']}-{w['last']} "
                     f"({100 * w['paths_fraction']:.3g}% of all paths), peak {w['peak']}, mean {w['mean_length']:.1f} "
-                    f"(all paths: {r['fixed'] + r['n'] / 2:g}); at the first unit: {uw['first']}-{uw['last']}"))
-        if r["n"] == 0:
-            con.print(f"{r['label']} has no shortcuts: one path, through all {r['fixed']} units")
-    con.print(PAPER)
-    output.info(f"figure: {fig_path}")
+                    f"(all paths: {r['fixed'] + r['n'] / 2:g}); at the first unit: {uw['first']}-{uw['last']}",
+            notes=[f"{r['label']} has no shortcuts: one path, through all {r['fixed']} units"] if r["n"] == 0 else []))
+    return [*out, output.View(show=False, notes=[PAPER], log=[f"figure: {fig_path}"])]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from .. import figures, output
 from ..cli import command
+from ..errors import UserError
+from ..experiments import budgets, gate_figure
+from ..experiments import report as report_mod
 from . import common
 
 
@@ -26,12 +31,6 @@ def report(
     seeds, n, training loss, status, the paper's figure; Kendall's tau against the paper's order),
     read only from study.json, spec.yaml, summary.json, metrics.jsonl. The same spec and seed found
     twice counts once."""
-    from pathlib import Path
-
-    from .. import figures, output
-    from ..errors import UserError
-    from ..experiments import report as report_mod
-
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
@@ -46,29 +45,17 @@ def report(
         raise UserError(f"{directory}: no run directories (spec.yaml or study.json) below it")
     fmt = output.choose(json_)
     if any(t.budget != 1 for t in tables):  # runs of `resnet ablate --budgets`: one table over the budgets
-        from ..experiments import budgets
-
         for btable in budgets.build(tables, threshold):
-            for row in btable.rows:
-                if fmt is output.Format.JSON:
-                    output.emit(budgets.row_json(btable, row))
-            if fmt is not output.Format.JSON:
-                output.stdout().print(budgets.render(btable))
+            output.render([budgets.row_json(btable, row) for row in btable.rows], fmt,
+                          output.View(draw=lambda width, b=btable: budgets.render(b)))
         return
     for table in tables:
-        if fmt is output.Format.JSON:
-            for row in table.rows:
-                output.emit(report_mod.row_json(table, row))
-            output.emit(report_mod.study_json(table))
-        else:
-            console = output.stdout()
-            console.print(report_mod.render(table, width=console.width))
+        output.render([*(report_mod.row_json(table, row) for row in table.rows), report_mod.study_json(table)], fmt,
+                      output.View(draw=lambda width, t=table: report_mod.render(t, width=width)))
     if target is not None:
         for table in tables:
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")
             output.info(f"figure: {report_mod.figure(table, path)}")
     if gates_target is not None:
-        from ..experiments import gate_figure
-
         output.info(f"gates: {gate_figure.figure(root, gates_target)}")

@@ -6,16 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import output
+from .. import data as data_mod
+from .. import figures, output
+from .. import spec as spec_mod
+from ..experiments.gradnorm import signal as sig
 
 
 def signal(fmt: output.Format, specs: list[str], overrides: list[tuple[str, Any]], sets: list[str],
            out: str | None) -> None:
-    from .. import data as data_mod
-    from .. import figures
-    from .. import spec as spec_mod
-    from ..experiments.gradnorm import signal as sig
-
     fig_path = figures.target(out, Path("signal.png"))
     if specs:
         named = [(Path(p).stem if Path(p).suffix else p, spec_mod.load(p, overrides, sets)) for p in specs]
@@ -31,17 +29,12 @@ def signal(fmt: output.Format, specs: list[str], overrides: list[tuple[str, Any]
             cache[key] = data_mod.load(s.data)
         results.append(sig.measure_spec(name, s, cache[key]))
     sig.figure(results, fig_path)
-    records = sig.rows(results)
-    if fmt is output.Format.JSON:
-        for row in records:
-            output.emit(row)
-    else:
-        last = {r.name: r.units[-1] for r in results}
-        output.stdout().print(output.table(
-            "signal propagation at initialisation, at the last residual unit",
-            ["spec", "units", "sq. mean", "variance", "branch var."],
-            [(n, str(u["unit"]), f"{u['sq_mean']:.3g}", f"{u['var']:.3g}", f"{u['branch_var']:.3g}")
-             for n, u in last.items()],
-            caption="per unit, over one batch: the average channel squared mean and variance of the unit's output "
-                    "and the variance of what its branch adds (--json: every unit)"))
-    output.stderr().print(f"figure: {fig_path}")
+    last = {(r.name, len(r.units)) for r in results}
+    output.render(sig.rows(results), fmt, output.View(
+        "signal propagation at initialisation, at the last residual unit",
+        ["spec", "units", "sq. mean", "variance", "branch var."],
+        row=lambda r: (r["spec"], str(r["unit"]), f"{r['sq_mean']:.3g}", f"{r['var']:.3g}", f"{r['branch_var']:.3g}"),
+        keep=lambda r: (r["spec"], r["unit"]) in last,
+        caption="per unit, over one batch: the average channel squared mean and variance of the unit's output "
+                "and the variance of what its branch adds (--json: every unit)",
+        log=[f"figure: {fig_path}"]))

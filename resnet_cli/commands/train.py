@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import errors, output
 from ..cli import command
 from ..errors import UserError
+from ..model import build_model, count_params
+from ..spec import shape_of, to_tree, to_yaml
+from ..training import distributed, runtime
+from ..training.launch import launch_torchrun, precheck
+from ..training.session import open_run
 from . import common
 
 
-def _render_summary(summary: dict[str, Any], title: str) -> None:
+def _summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("status", summary["status"]),
         ("test error %", output.fmt(summary.get("test_error"))),
@@ -32,7 +39,10 @@ def _render_summary(summary: dict[str, Any], title: str) -> None:
         ("device", summary["device"]),
         ("run directory", str(summary.get("run_dir"))),
     ]
-    output.stdout().print(output.table(title, ["", "value"], rows))
+    return rows
+
+
+SUMMARY_VIEW = output.View(title="resnet train", columns=["", "value"], rows=lambda kept: _summary_rows(kept[0]))
 
 
 def exit_code(status: str, signum: int | None = None) -> int:
@@ -94,8 +104,6 @@ def train(
         set_ = [*(set_ or []), "train.tensorboard=true"]
     spec = common.build_spec(spec_file, set_, **flags)
     if nproc > 1 and "RANK" not in os.environ:
-        from ..training.launch import launch_torchrun, precheck
-
         precheck(spec, nproc, resume_dir)  # what one process can see is checked before any is started
         raise typer.Exit(launch_torchrun(nproc))
     if dry_run:
@@ -105,26 +113,20 @@ def train(
 
 
 def _dry_run(spec, fmt: output.Format) -> None:
-    from ..training import runtime
-    from ..model import build_model, count_params
-    from ..spec import shape_of, to_tree, to_yaml
-
     spec = runtime.pinned(spec, runtime.plan(spec.run, spec.train))  # an unusable device fails here, as in training
     channels, classes = shape_of(spec.data)
     model = build_model(spec.model, channels, spec.model.num_classes or classes)
     params = count_params(model)
-    if fmt is output.Format.JSON:
-        output.emit({"event": "dry_run", "params": params, "units": len(model.units), "spec": to_tree(spec)})
-        return
-    output.stdout().print(to_yaml(spec), end="")
-    output.stdout().print(f"# params: {params:,} ({output.params_str(params)}), residual units: {len(model.units)}")
+    record = {"event": "dry_run", "params": params, "units": len(model.units), "spec": to_tree(spec)}
+    # For people: the resolved spec as YAML (what spec.yaml would hold), then the size of the net.
+    yaml_view = output.View(draw=lambda width: to_yaml(spec).rstrip("\n"), notes=[
+        f"# params: {params:,} ({output.params_str(params)}), residual units: {len(model.units)}"])
+    output.render([record], fmt, yaml_view)
 
 
 def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool = False,
         force_resume: bool = False) -> dict[str, Any]:
     """Start or continue a run in its run directory and report it; returns the summary (also on disk)."""
-    from ..training.session import open_run  # torch: imported when a run starts, not for --help
-
     resume = "never" if resume_dir is None else "auto" if auto else "must"
     with open_run(spec, resume_dir, resume=resume, force_resume=force_resume,
                   callbacks=[TerminalProgress(fmt)], say=output.info) as session:
@@ -134,14 +136,9 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
 
 
 def _report(summary: dict[str, Any], fmt: output.Format) -> None:
-    from ..training import distributed
-
     if not distributed.from_env().is_main:  # under torchrun rank 0 reports for all
         return
-    if fmt is output.Format.JSON:
-        output.emit(summary)
-    else:
-        _render_summary(summary, "resnet train")
+    output.render([summary], fmt, SUMMARY_VIEW)
     if summary["status"] == "diverged":
         output.info(f"[red]diverged[/] at iteration {summary['diverged_at']['iter']} "
                     f"(loss {summary['diverged_at']['loss']}); last good checkpoint kept in {summary['run_dir']}")
@@ -155,8 +152,6 @@ class TerminalProgress:
     Live does by default, even on a stderr console): the records reach the pipe whatever stderr is."""
 
     def __init__(self, fmt: output.Format):
-        import sys
-
         self.fmt = fmt
         self.console = output.stderr()
         self.live = sys.stderr.isatty()
@@ -164,14 +159,12 @@ class TerminalProgress:
 
     def on_start(self, t) -> None:
         if self.live:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                                 TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.console,
                                 transient=True, redirect_stdout=False, redirect_stderr=False)
             self.bar.start()
             self.task = self.bar.add_task("train", total=t.total, completed=t.p.iteration, info="")
-
     def after_backward(self, t) -> None: ...
 
     def on_sync(self, t, loss: float) -> None:

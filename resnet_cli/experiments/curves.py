@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UserError
+from ..spec import is_plain
 from ..training.rundir import METRICS, RunDir
 from .trained import check_dir, load_spec, run_label
 
@@ -23,7 +24,7 @@ def read_run(path: str | Path) -> dict:
     tested = [r for r in epochs if r.get("test_error") is not None]
     last = epochs[-1]
     return {
-        "run": str(p), "label": run_label(spec), "residual": spec.model.shortcut.kind != "none",
+        "run": str(p), "label": run_label(spec), "residual": not is_plain(spec.model.shortcut.kind),
         "dataset": spec.data.dataset, "seed": spec.run.seed,
         # no summary.json: still training, or killed before it could write one
         "status": summary.get("status", "unknown") if summary else "unfinished",

@@ -7,40 +7,45 @@ accuracy (averaged over that epoch, as the article reports them), the last epoch
 first conv's gradient norm at step 1, and a training-error curve; per (net, depth) the median and
 min-max over seeds with n. Nothing is selected on the test set.
 
-Runs train in memory on data loaded once. Each finished run is appended to `runs.jsonl` in the
-output directory, and a rerun with the same directory reuses the runs whose resolved spec matches,
-and a run cut off before its record continues from its last checkpoint (degrade_runs.py), so a
-long grid (the CIFAR-10 Fig. 6 config) survives interruption without losing more than an epoch.
+The grid is a study (study.py): one row per (depth, net), one run directory per seed,
+OUT/runs/<net>-<depth>-seed<seed>, run by the sweep engine of `resnet ablate` (sweep.py: in this
+process or on `--jobs` workers; finished runs reused, a run cut off resumed from its checkpoint, a
+directory holding another spec refused). Each run's spec asks for the `degrade` probe
+(train.probes), which writes the step-1 gradient norm and the curve into the run directory; the
+summary, figure and findings here are a view of those directories (degrade_runs.py).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import shlex
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import spec as spec_mod
 from ..errors import UserError
-from ..spec import unknown_key
-from ..training.callbacks import Callback
-from ..training.rundir import make_dir
-from .degrade_runs import RUN_DIRS, open_run_dir, read_runs, spec_key, train_one  # noqa: F401 (re-exported)
-from . import evidence
+from ..spec.messages import one_line
+from ..training.rundir import git_commit, make_dir, versions
+from . import evidence, sweep
+from . import study as study_mod
+from .degrade_runs import RUN_DIRS, legacy_probes, load_record, run_name
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 
 NETS = ("plain", "residual")
-RUNS_FILE, RESULT_FILE, FIGURE_FILE = "runs.jsonl", "degrade.json", "degrade.png"
+RESULT_FILE, FIGURE_FILE = "degrade.json", "degrade.png"
 DEFAULT_CONFIG = "degrade/digits-8-26"
 
 class Section(BaseModel):
     """The `degrade:` section of a degrade config; everything else in the file is a spec."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    noun: ClassVar[str] = "degrade"  # for "valid keys in degrade" (spec/messages.py)
     depths: list[int] = Field(default_factory=lambda: [8, 26], min_length=1)
     seeds: Annotated[int, Field(ge=1)] | list[Annotated[int, Field(ge=0)]] = 10  # a count (0..n-1) or a list
     nets: list[Literal["plain", "residual"]] = Field(default_factory=lambda: list(NETS), min_length=1)
@@ -48,13 +53,15 @@ class Section(BaseModel):
 
 @dataclass
 class Plan:
-    """What to train: the base spec tree (without the `degrade:` section), depths, seeds, nets."""
+    """What to train: the base spec tree (without the `degrade:` section), depths, seeds, nets, and
+    the output directory."""
 
     base: dict
     depths: list[int]
     seeds: list[int]
     nets: list[str]
     source: str
+    out: Path = Path("runs/degrade")
 
 
 def _section(raw: Any, source: str) -> Section:
@@ -65,11 +72,7 @@ def _section(raw: Any, source: str) -> Section:
     try:
         return Section.model_validate(raw)
     except ValidationError as err:
-        e = err.errors(include_url=False)[0]
-        path = ".".join(str(p) for p in ("degrade", *e["loc"]))
-        if e["type"] == "extra_forbidden":
-            raise UserError(unknown_key(source, path, list(Section.model_fields), "degrade")) from None
-        raise UserError(f"{source}: {path}: {e['msg']} (got {e.get('input')!r})") from None
+        raise UserError(one_line(err, source, Section, prefix=("degrade",))) from None
 
 
 def parse_depths(items: list[str]) -> list[int]:
@@ -88,20 +91,17 @@ def parse_depths(items: list[str]) -> list[int]:
 
 
 def make_plan(spec_file: str | None, *, depths: list[int] | None = None, seeds: list[int] | None = None,
-              nets: list[str] | None = None, overrides: list[tuple[str, Any]] = (), sets: list[str] = ()
-              ) -> Plan:
+              nets: list[str] | None = None, overrides: list[tuple[str, Any]] = (), sets: list[str] = (),
+              out: str | Path | None = None) -> Plan:
     """Base spec from a degrade config or any spec file (default: the digits experiment), then flags."""
     name = spec_file or DEFAULT_CONFIG
-    tree = spec_mod.load_tree(name)
+    tree = spec_mod.tree_of(name, overrides, sets)
     section = _section(tree.pop("degrade", None), name)
-    for key, value in overrides:
-        spec_mod.set_dotted(tree, key, value)
-    for item in sets:
-        spec_mod.set_dotted(tree, *spec_mod.parse_set(item))
     seed_list = seeds if seeds is not None else (
         list(range(section.seeds)) if isinstance(section.seeds, int) else list(section.seeds))
-    plan = Plan(base=tree, depths=depths or list(section.depths), seeds=seed_list,
-                nets=list(nets or section.nets), source=name)
+    plan = Plan(base=tree, depths=list(dict.fromkeys(depths or section.depths)), seeds=seed_list,
+                nets=list(nets or section.nets), source=name,
+                out=Path(out) if out else Path("runs") / f"degrade-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     for depth in plan.depths:  # fail before training anything, with the spec's own one-line errors
         for net in plan.nets:
             twin(plan, net, depth, plan.seeds[0])
@@ -110,57 +110,145 @@ def make_plan(spec_file: str | None, *, depths: list[int] | None = None, seeds: 
 
 def twin(plan: Plan, net: str, depth: int, seed: int):
     """The spec of one run. plain: shortcut.kind none. residual: the base's shortcut if it has one
-    (so a user can set plain against, say, a gated net), else identity. All else is shared."""
-    tree = spec_mod.merge(plan.base, {})
-    spec_mod.set_dotted(tree, "model.depth", depth)
-    spec_mod.set_dotted(tree, "run.seed", seed)
-    kind = tree.get("model", {}).get("shortcut", {}).get("kind", "identity")
+    (so a user can set plain against, say, a gated net), else identity. All else is shared. Every
+    run carries the degrade probe (train.probes), which measures and changes nothing the run computes."""
+    base = plan.base
+    kind = (base.get("model") or {}).get("shortcut", {}).get("kind", "identity")
     if net == "plain":
         kind = "none"
     elif kind == "none":
         kind = "identity"
-    spec_mod.set_dotted(tree, "model.shortcut.kind", kind)
-    return spec_mod.resolve(spec_mod.validate(tree, f"{plan.source} ({net}, depth {depth})"))
+    probes = (base.get("train") or {}).get("probes") or []
+    return spec_mod.load(base, [("model.depth", depth), ("run.seed", seed), ("model.shortcut.kind", kind),
+                                ("train.probes", [*probes, *(["degrade"] if "degrade" not in probes else [])])],
+                         name=f"{plan.source} ({net}, depth {depth})")
 
 
 # ---------------------------------------------------------------------------------------------
-# The grid
+# The grid, as a study the sweep engine runs
 
 
-def run(plan: Plan, out_dir: Path, on_run: Callable[[dict[str, Any], int, int, bool], None] | None = None,
-        callbacks: Callable[[], list[Callback]] | None = None) -> list[dict[str, Any]]:
-    """Train every (depth, net, seed) of the plan, reusing finished runs recorded in out_dir.
-    `callbacks()` makes extra trainer callbacks for each run (progress, for instance)."""
-    from .. import data as data_mod
+def study(plan: Plan) -> study_mod.Plan:
+    """One study row per (depth, net), labelled `<net>-<depth>`; one run per seed in
+    OUT/runs/<net>-<depth>-seed<seed> (the names earlier versions used, so their runs are reused)."""
+    rows: list[study_mod.PlannedRow] = []
+    runs: list[study_mod.PlannedRun] = []
+    for depth in plan.depths:
+        for net in plan.nets:
+            row = study_mod.PlannedRow(index=len(rows) + 1, label=f"{net}-{depth}", paper=None,
+                                       spec=twin(plan, net, depth, plan.seeds[0]))
+            rows.append(row)
+            for seed in plan.seeds:
+                spec = twin(plan, net, depth, seed)
+                path = plan.out / RUN_DIRS / run_name(net, depth, seed)
+                spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
+                runs.append(study_mod.PlannedRun(row=row, seed=seed, path=path, spec=spec))
+    return study_mod.Plan(name="degrade", title=f"degradation: plain vs residual ({plan.source})",
+                          preset=plan.source, preset_about="", paper_metric=None, fail_above=None,
+                          source=plan.source, results=plan.out, seeds=list(plan.seeds), rows=rows, runs=runs)
 
-    make_dir(out_dir)
-    done = {r["spec_key"]: r for r in read_runs(out_dir / RUNS_FILE)}
-    jobs = [(depth, net, seed) for depth in plan.depths for net in plan.nets for seed in plan.seeds]
-    data = None
-    records = []
-    for i, (depth, net, seed) in enumerate(jobs):
-        spec = twin(plan, net, depth, seed)
-        key = spec_key(spec)
-        if key not in done:  # another `resnet degrade` on the same --out may have finished it meanwhile
-            done.update({r["spec_key"]: r for r in read_runs(out_dir / RUNS_FILE)})
-        reused = key in done
-        if reused:
-            record = done[key]
-        else:
-            if data is None:  # once: every twin shares the base's data section
-                data = data_mod.load(spec.data)
-            rd, state = open_run_dir(out_dir, spec, net, key)
+
+@dataclass
+class Grid:
+    """What one `resnet degrade` leaves: the finished runs' records in plan order, their summaries,
+    the findings, and what became of each run in this invocation (sweep.Outcome by ROW:SEED)."""
+
+    plan: Plan
+    records: list[dict[str, Any]]
+    outcomes: dict[str, sweep.Outcome] = field(default_factory=dict)
+    signum: int | None = None
+    wall_s: float = 0.0
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[dict[str, Any]] | None = None
+    he2016a: list[dict[str, Any]] | None = None
+    figure: Path | None = None
+
+
+def records(sp: study_mod.Plan, refused: set[str] = frozenset()) -> list[dict[str, Any]]:
+    """The finished runs of the plan, read from their run directories; `refused`: ROW:SEED of the
+    directories the sweep would not take (they hold another spec)."""
+    legacy = legacy_probes(sp.results)
+    return [rec for run in sp.runs if run.key not in refused
+            and (rec := load_record(run.path, sp.results, legacy)) is not None]
+
+
+def _adopt(sp: study_mod.Plan) -> None:
+    """A finished run an earlier version left (no study.json) joins the study, so `resnet report`
+    groups it with the rest; one holding another spec is left for the sweep to refuse."""
+    for run in sp.runs:
+        if sweep.is_finished(run) and not (run.path / sweep.STUDY_JSON).is_file():
             try:
-                record = train_one(spec, data, callbacks=callbacks() if callbacks else [], run_dir=rd, state=state)
-                record["run_dir"] = rd.path.relative_to(out_dir).as_posix()  # the grid's folder can move
-                with open(out_dir / RUNS_FILE, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record) + "\n")
-            finally:
-                rd.unlock()
-        records.append(record)
-        if on_run:
-            on_run(record, i + 1, len(jobs), reused)
-    return records
+                sweep.check_reusable(run)
+            except UserError:
+                continue
+            sweep.write_study_json(sp, run)
+
+
+def execute(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None) -> Grid:
+    """Train every unfinished run of the grid (sweep.execute: in this process, or on `jobs` workers;
+    None: one per GPU or CPU core), then summarise every finished one and write degrade.json and
+    degrade.png. A run that cannot start stops the grid with its own exit status (4: locked by
+    another process)."""
+    tick = time.perf_counter()
+    sp = study(plan)
+    make_dir(plan.out)
+    _adopt(sp)
+    codes: dict[str, int] = {}
+
+    def seen(run: study_mod.PlannedRun, outcome: sweep.Outcome | None) -> None:
+        if outcome is not None:
+            codes[run.key] = outcome.code
+        if notify:
+            notify(run, outcome)
+
+    try:
+        result = sweep.execute(sp, jobs=jobs, notify=seen)
+    except sweep.SweepStopped as exc:
+        raise UserError(exc.message, code=codes.get(exc.run.key) or exc.code) from None
+    refused = {key for key, outcome in result.outcomes.items() if outcome.status == "error"}
+    grid = Grid(plan, records(sp, refused), result.outcomes, result.signum)
+    if grid.records:
+        grid.summaries = summarise(grid.records)
+        grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
+        grid.figure = figure(grid.records, plan.out / FIGURE_FILE)
+    grid.wall_s = time.perf_counter() - tick
+    if grid.records:
+        write_result(grid)
+    return grid
+
+
+def only(plan: Plan, key: str) -> tuple[dict[str, Any] | None, sweep.Outcome]:
+    """One run of the grid, ROW:SEED as `--list` prints it: trained (or resumed, or reused) here."""
+    sp = study(plan)
+    run = sp.find(key)
+    if run.key not in {r.key for r in sp.runs}:
+        raise UserError(f"--only {key}: no seed {run.seed} in this grid; seeds: {', '.join(map(str, plan.seeds))}")
+    make_dir(plan.out)
+    outcome = sweep.run_one(sp, run)
+    return load_record(run.path, plan.out, legacy_probes(plan.out)), outcome
+
+
+def list_commands(plan: Plan, args: list[str], program: str = "resnet") -> list[str]:
+    """One shell line per run (`args`: the flags that made this plan), each safe to rerun: a
+    finished run is reused, an interrupted one resumes. `resnet degrade ARGS --out OUT` afterwards
+    (or `resnet report OUT`) gives the table."""
+    return [shlex.join([program, "degrade", *args, "--out", str(plan.out), "--only", run.key, "--json"])
+            for run in study(plan).runs]
+
+
+def write_result(grid: Grid) -> None:
+    plan = grid.plan
+    result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
+              "base_spec": plan.base, "summaries": grid.summaries, "findings": grid.findings,
+              "he2016a": grid.he2016a,
+              "wall_s": round(grid.wall_s, 1),  # this invocation, reused runs costing nothing
+              "train_wall_s": round(sum(r["wall_s"] or 0.0 for r in grid.records), 1),  # every run's own training time
+              "versions": versions(), "git_commit": git_commit(),
+              "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    path = plan.out / RESULT_FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def _stats(values: list[float | None]) -> dict[str, float | None]:

@@ -35,14 +35,15 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .. import spec as spec_mod
 from ..spec import yamlio
 from ..errors import UserError
-from ..spec import Spec, unknown_key
+from ..spec import Spec
+from ..spec.messages import one_line
 
 PaperFigure = float | Literal["fail"] | None
 # He 2016b Table 1 calls a run "fail" when its test error is above 20% (the caption), whether or not
@@ -55,6 +56,7 @@ class _Strict(BaseModel):
 
 
 class Row(_Strict):
+    noun: ClassVar[str] = "a row"  # for "valid keys in a row" (spec/messages.py)
     label: Annotated[str, Field(min_length=1)]
     overrides: dict[str, Any] = {}
     # The paper's figure for this row, in the study's `paper_metric`; `fail` where the paper reports
@@ -69,6 +71,7 @@ class Row(_Strict):
 
 
 class Preset(_Strict):
+    noun: ClassVar[str] = "a preset"
     about: str = ""
     fail_above: FailAbove = None  # None: the study's
     overrides: dict[str, Any] = {}
@@ -76,6 +79,7 @@ class Preset(_Strict):
 
 
 class StudyFile(_Strict):
+    noun: ClassVar[str] = "a study"
     title: str | None = None
     about: str | None = None
     paper_metric: str | None = None  # what the paper column measures, e.g. "CIFAR-10 test error %"
@@ -224,26 +228,7 @@ def load(path: Path) -> StudyFile:
     try:
         return StudyFile.model_validate(tree)
     except ValidationError as err:
-        raise UserError(_one_line(err, str(path))) from None
-
-
-_SECTIONS: dict[str, type[BaseModel]] = {"": StudyFile, "rows": Row, "presets": Preset}
-
-
-def _one_line(err: ValidationError, source: str) -> str:
-    e = err.errors(include_url=False)[0]
-    loc = [str(p) for p in e["loc"]]
-    where = ".".join(loc)
-    if e["type"] == "extra_forbidden":
-        section = "rows" if loc[0] == "rows" else "presets" if loc[0] == "presets" else ""
-        what = {"": "a study", "rows": "a row", "presets": "a preset"}[section]
-        return unknown_key(source, where, list(_SECTIONS[section].model_fields), what)
-    msg = e["msg"]
-    if msg.startswith("Value error, "):
-        return f"{source}: {msg[len('Value error, '):]}"
-    got = e.get("input")
-    shown = f" (got {got!r})" if not isinstance(got, (dict, list)) else ""
-    return f"{source}: {where or 'study'}: {msg}{shown}"
+        raise UserError(one_line(err, str(path), StudyFile)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,9 +315,7 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
         base = spec_mod.load_tree(base_file)
     base = spec_mod.merge(base, expand(study.spec, f"{path}: spec"))
     preset_tree = expand(chosen.overrides, f"{path}: preset {preset}")
-    set_tree: dict = {}
-    for item in sets:
-        spec_mod.set_dotted(set_tree, *spec_mod.parse_set(item))
+    set_tree = spec_mod.tree_of(None, sets=sets)
 
     labels: set[str] = set()
     planned: list[PlannedRow] = []
@@ -357,7 +340,7 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
             tree = spec_mod.merge(tree, expand(row.presets[preset], f"{where}: presets.{preset}"))
         tree = spec_mod.merge(tree, set_tree)
         try:
-            spec = spec_mod.resolve(spec_mod.validate(tree, where))
+            spec = spec_mod.load(tree, name=where)
         except UserError as exc:
             raise UserError(exc.message if exc.message.startswith(where) else f"{where}: {exc.message}") from None
         if study.metric == "val_error" and not spec.data.val_split:

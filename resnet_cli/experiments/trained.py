@@ -5,20 +5,28 @@ Reports read only the run directory: spec.yaml says what the net is, checkpoint.
 the weights of the last completed step. Everything the user can get wrong about a run directory
 (missing, no spec.yaml, no checkpoint, a corrupt or foreign checkpoint, weights that do not fit
 the spec) is one `UserError` line, exit code 2.
+
+`open_runs` is how a command opens the runs it was given (lesion, landscape, paths, eval, export,
+gradnorm --responses): every directory checked before any work, then threads, device, weights.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .. import data as data_mod
 from ..errors import UserError
+from ..model import build_model
+from .. import spec as spec_mod
+from ..spec import Spec, parse_set
+from ..training import checkpoint as ckpt
 from ..training.rundir import CHECKPOINT, SPEC, RunDir
-from ..spec import Spec, parse_set, resolve, set_dotted, validate
+from ..training.runtime import analysis_runtime
 
 # What an analysis may change in a trained run's data section: where the files are, whether to
 # fetch them, how much of the test split to read. Everything else (splits, subsets of the training
@@ -72,14 +80,12 @@ def load_spec(path: str | Path, data_sets: Sequence[str] = ()) -> Spec:
     """The run's resolved spec; `data_sets`: `--set data.KEY=VALUE` items among DATA_FREE (to read
     the same data from elsewhere), validated as the spec's own fields are."""
     p = check_dir(path)
-    tree = RunDir(p).spec_tree()
     for item in data_sets:
-        key, value = parse_set(item)
+        key, _ = parse_set(item)
         if key not in DATA_FREE:
             raise UserError(f"--set {key}: a trained run keeps its data splits and normalisation; "
                             f"only {', '.join(DATA_FREE)} may change")
-        set_dotted(tree, key, value)
-    return resolve(validate(tree, str(p / SPEC)))
+    return spec_mod.load(RunDir(p).spec_tree(), sets=data_sets, name=str(p / SPEC))
 
 
 def pick_device(name: str) -> torch.device:
@@ -97,10 +103,6 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Se
     """Spec -> model -> checkpoint weights (strict) -> data. The model comes back in eval mode:
     every analysis here evaluates with BN's running statistics, as at test time. `data_sets`: see
     `load_spec`."""
-    from ..training import checkpoint as ckpt
-    from .. import data as data_mod
-    from ..model import build_model
-
     p = check_dir(path)
     spec = load_spec(p, data_sets)
     if not (p / CHECKPOINT).is_file():
@@ -121,8 +123,26 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", data_sets: Se
     return Trained(path=p, spec=spec, model=model, data=loaded, device=dev, iteration=iteration)
 
 
+def open_runs(paths: Sequence[str | Path], device: str | torch.device = "auto", threads: int | None = None,
+              data_sets: Sequence[str] = (),
+              before: Callable[[list[Spec]], None] | None = None) -> list[Trained]:
+    """The trained runs in `paths`, opened for analysis, in four steps so that bad input costs no work:
+    1. every directory and its spec is checked (all of them before anything loads);
+    2. `before(specs)`: the command's own checks of its request (a figure path, a split) that need
+       the specs but no weights;
+    3. CPU threads: `threads`, or the first run's run.threads when None (an analysis runs as its run
+       trained); 0 leaves torch's default. Then the device: auto, cpu, cuda or cuda:N;
+    4. each run's model with its checkpoint's weights, and its data (`load_run`)."""
+    specs = [load_spec(p, data_sets) for p in paths]
+    if before is not None:
+        before(specs)
+    n = specs[0].run.threads if threads is None else threads
+    if n:
+        torch.set_num_threads(n)
+    dev = device if isinstance(device, torch.device) else pick_device(device)
+    return [load_run(p, dev, data_sets) for p in paths]
+
+
 def runtime_for(device: torch.device):
     """Analyses run in fp32 (a landscape in bf16 would be bf16 rounding noise) and NCHW."""
-    from ..training.runtime import analysis_runtime
-
     return analysis_runtime(device)

@@ -36,3 +36,18 @@ FAMILIES.register("digits")(Family(widths=(16,), stem="3x3", net="conv"))
 FAMILIES.register("wrn")(Family(widths=(16, 32, 64), stem="3x3", net="conv", stem_width=16, unit="full_preact",
                                 widen=True))
 FAMILIES.register("vit")(Family(widths=(DEFAULT_VIT_WIDTH,), stem="patches", net="tokens"))  # docs/vit.md
+
+
+def family_widths(family: str, widen: int | None) -> list[int]:
+    """`model.widths: null`: the family's base widths, times the widening factor where it has one."""
+    base = list(FAMILIES[family].widths)
+    return [w * widen for w in base] if FAMILIES[family].widen else base
+
+
+def unit_from_family(tree: dict) -> None:
+    """A spec tree naming a family with an ordering of its own (wrn: full pre-activation) and no
+    `model.unit` gets that ordering, before validation (as `--dataset imagenet` picks its family)."""
+    model = tree.get("model")
+    if isinstance(model, dict) and isinstance(model.get("family"), str) and "unit" not in model:
+        if model["family"] in FAMILIES and FAMILIES[model["family"]].unit is not None:
+            model["unit"] = FAMILIES[model["family"]].unit

@@ -43,16 +43,27 @@ def one_line(err: ValidationError, source: str, root: type[BaseModel], prefix: t
 
 
 def _section_for(root: type[BaseModel], loc: tuple[str, ...]) -> type[BaseModel] | None:
-    """The model class at `loc` below `root`, through fields, lists and dicts of models."""
+    """The model class at `loc` below `root`, through fields, lists and dicts of models (a list's
+    index or a dict's key in `loc` is skipped: the item's class was chosen at its field)."""
     cls: type[BaseModel] | None = root
+    skip = False
     for key in loc:
-        if key.isdigit() and cls is not None:
-            continue  # a list index: the item's class was chosen at its field
+        if skip:
+            skip = False
+            continue
         field = cls.model_fields.get(key) if cls is not None else None
-        cls = _model_in(field.annotation) if field is not None else None
-        if cls is None:
+        if field is None:
             return None
+        cls = _model_in(field.annotation)
+        skip = _is_container(field.annotation)
     return cls
+
+
+def _is_container(annotation) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (list, dict):
+        return True
+    return any(_is_container(arg) for arg in typing.get_args(annotation)) if origin is not None else False
 
 
 def _model_in(annotation) -> type[BaseModel] | None:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from . import yamlio
 from .bundled import EXPERIMENT_DIRS, configs_dir, find_spec_file  # noqa: F401  (re-exported)
 from .datasets import AUTO_AUGMENT, DATASETS, shape_of  # noqa: F401  (re-exported)
-from .families import FAMILIES  # noqa: F401  (re-exported)
+from .families import FAMILIES, family_widths, unit_from_family  # noqa: F401  (FAMILIES re-exported)
 from ..errors import UserError
 from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and friends)
     CIFAR_BOTTLENECK_DEPTHS, IMAGENET_LAYOUTS, check_depth, check_norm, resolve_block, resolve_downsample, resolve_warmup,
@@ -236,6 +236,9 @@ class TrainSpec(_Section):
     # A loss above this multiple of the first logged loss counts as diverged (He 2016b's "fail").
     diverge_factor: Annotated[float, Field(gt=1.0)] = 20.0
     tensorboard: bool = False  # scalars into RUN_DIR/tensorboard/ too (pip install 'resnet-cli[tensorboard]')
+    # Extra measurements written beside summary.json (training/curve.py). degrade: the first weight
+    # layer's gradient norm at step 1 and the training-error curve of He 2016a Fig. 6 (probe.json).
+    probes: list[Literal["degrade"]] = []
 
 
 class RunSpec(_Section):
@@ -284,7 +287,7 @@ def validate(tree: Any, source: str = "spec") -> Spec:
         raise UserError(f"{source}: a spec is a mapping of sections (model, data, optim, train, run), got {type(tree).__name__}")
     tree = copy.deepcopy(tree)
     _family_from_dataset(tree)
-    _unit_from_family(tree)
+    unit_from_family(tree)
     try:
         return Spec.model_validate(tree)
     except ValidationError as err:
@@ -303,12 +306,10 @@ def load_tree(spec_file: str | None) -> dict:
     return tree
 
 
-def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (), sets: Iterable[str] = (),
-         *, name: str | None = None) -> Spec:
-    """The one way to make a spec: a file (a path or a bundled config's name), a tree already read
-    (a study row, a checkpoint's spec, a bench job) or None (the defaults); then flag overrides,
-    then `--set` items; merged, validated once and resolved. `name` says where a bad value came
-    from in the one-line error (default: the file, or "spec")."""
+def tree_of(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (),
+            sets: Iterable[str] = ()) -> dict:
+    """The one merge: a file (a path or a bundled config's name), a tree or nothing, then flag
+    overrides (dotted key, value), then `--set` items, as a plain tree not yet validated."""
     if isinstance(source, dict):
         tree = copy.deepcopy(source)
     else:
@@ -317,8 +318,17 @@ def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str,
         set_dotted(tree, key, value)
     for item in sets:
         set_dotted(tree, *parse_set(item))
+    return tree
+
+
+def load(source: str | Path | dict | None = None, overrides: Iterable[tuple[str, Any]] = (), sets: Iterable[str] = (),
+         *, name: str | None = None) -> Spec:
+    """The one way to make a spec: a file (a path or a bundled config's name), a tree already read
+    (a study row, a checkpoint's spec, a bench job) or None (the defaults); then flag overrides,
+    then `--set` items; merged (tree_of), validated once and resolved. `name` says where a bad
+    value came from in the one-line error (default: the file, or "spec")."""
     where = name or (str(source) if source is not None and not isinstance(source, dict) else "spec")
-    return resolve(validate(tree, where))
+    return resolve(validate(tree_of(source, overrides, sets), where))
 
 
 def _family_from_dataset(tree: dict) -> None:
@@ -331,14 +341,6 @@ def _family_from_dataset(tree: dict) -> None:
             tree.setdefault("model", {})["family"] = "imagenet"
 
 
-def _unit_from_family(tree: dict) -> None:
-    """A family with an ordering of its own (wrn: full pre-activation) gets it unless the spec names one."""
-    model = tree.get("model")
-    if isinstance(model, dict) and isinstance(model.get("family"), str) and "unit" not in model:
-        if model["family"] in FAMILIES and FAMILIES[model["family"]].unit is not None:
-            model["unit"] = FAMILIES[model["family"]].unit
-
-
 # ---------------------------------------------------------------------------------------------
 # Resolution of the open (None / auto) fields
 
@@ -347,7 +349,7 @@ def resolve(spec: Spec) -> Spec:
     m, d, o = spec.model, spec.data, spec.optim
     model = m.model_copy(update={
         "block": resolve_block(m),
-        "widths": list(m.widths) if m.widths is not None else _default_widths(m),
+        "widths": list(m.widths) if m.widths is not None else family_widths(m.family, m.widen),
         "downsample": resolve_downsample(m), **resolve_vit(m, d),
     })
     n_stages = len(units_per_stage(model))
@@ -365,11 +367,6 @@ def resolve(spec: Spec) -> Spec:
     return spec.model_copy(update={"model": model, "data": data, "optim": optim})
 
 
-def _default_widths(m: ModelSpec) -> list[int]:
-    base = list(DEFAULT_WIDTHS[m.family])
-    return [w * m.widen for w in base] if FAMILIES[m.family].widen else base
-
-
 def to_tree(spec: Spec) -> dict:
     return spec.model_dump(mode="json")
 
@@ -380,7 +377,7 @@ def to_yaml(spec: Spec) -> str:
 
 
 # Keys that may change between a run and its resume: where it runs and what it shows, not what it computes.
-RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard", "train.precise_bn")
+RESUME_FREE = ("run.device", "run.threads", "run.out", "train.tensorboard", "train.precise_bn", "train.probes")
 
 
 def diff(a: Spec, b: Spec) -> list[str]:

@@ -27,3 +27,10 @@ def parse(text: str) -> list[int]:
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise UserError(f"--seeds {text}: need at least one seed, none negative, no repeats; expected {SYNTAX}")
     return seeds
+
+
+def text(seeds: list[int]) -> str:
+    """The inverse of `parse`: 0..9 for a run of three or more, else 0,3,7 (a lone number is that seed)."""
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{seeds[0]}..{seeds[-1]}"
+    return ",".join(map(str, seeds))

@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import __version__, errors
 from ..errors import UserError
-from ..spec import Spec, to_yaml
+from ..spec import Spec, is_plain, to_yaml
 
 SPEC, META, METRICS, CHECKPOINT, SUMMARY, LOCK = (
     "spec.yaml", "meta.json", "metrics.jsonl", "checkpoint.pt", "summary.json", ".lock")
@@ -40,7 +40,7 @@ def default_path(spec: Spec) -> Path:
     the same second (a shell loop, `&`) get `...-s0` and `...-s0-2` instead of one losing the lock."""
     m = spec.model
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    short = "plain" if m.shortcut.kind == "none" else m.shortcut.kind
+    short = "plain" if is_plain(m.shortcut.kind) else m.shortcut.kind
     base = Path("runs") / f"{stamp}-{m.family}{m.depth}-{m.unit}-{short}-{spec.data.dataset}-s{spec.run.seed}"
     base.parent.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):

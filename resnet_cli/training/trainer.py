@@ -19,6 +19,7 @@ from . import distributed, gates, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
+from .curve import CurveProbe
 from ..errors import PipeClosed, UserError
 from ..model import build_model, count_params
 from .rundir import CHECKPOINT, TENSORBOARD, RunDir
@@ -66,9 +67,6 @@ def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtim
 
 
 class Trainer:
-    # The training loss. A class attribute so tests can inject a NaN without touching the loop.
-    loss_fn = staticmethod(F.cross_entropy)
-
     def __init__(self, spec: Spec, run_dir: RunDir | None = None, callbacks: Iterable[Callback] = (),
                  stop: StopFlag | None = None, data: data_mod.Data | None = None,
                  rt: runtime_mod.Runtime | None = None):
@@ -128,6 +126,8 @@ class Trainer:
             self.precise_batches = precise_bn.train_batches(self.data, spec, self.rt.device, self.batches,
                                                             shard=self.dist.shard)
         self.total = schedule.total_iters(o, self.iters_per_epoch)
+        if "degrade" in spec.train.probes and self.dist.is_main:  # He 2016a Fig. 6's curve (curve.py)
+            self.callbacks.append(CurveProbe.for_total(self.total))
         self.p = Progress()
         self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
         self.status = "running"
@@ -235,7 +235,8 @@ class Trainer:
             seen += len(y)
             p.iteration += 1
             p.step += 1
-            testhook.pause(p.iteration, self.stop)  # signal tests: a known step, no sleeps
+            if p.iteration == testhook.PAUSE_AT:  # None outside tests; testhook.py says why it stays
+                testhook.pause(self.stop)
             p.train_images += len(y) * self.dist.world  # images/s of the whole job
             last = p.iteration >= self.total or p.step == self.iters_per_epoch
             checkpoint_now = bool(every) and p.iteration % every == 0 and not last
@@ -283,7 +284,7 @@ class Trainer:
         x = x.contiguous(memory_format=self.rt.memory_format)
         with self.rt.autocast():
             out = self.forward_model(x)  # (N, classes)
-            loss = self.loss_fn(out.float(), y, **self.loss_kwargs)
+            loss = F.cross_entropy(out.float(), y, **self.loss_kwargs)
         self.optimizer.zero_grad(set_to_none=False)
         self.scaler.scale(loss).backward()  # fp16: the loss scaled up so small gradients survive
         self.scaler.unscale_(self.optimizer)  # callbacks (gradient norms) see the true gradients

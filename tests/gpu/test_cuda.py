@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,14 +26,15 @@ from resnet_cli.training import runtime  # noqa: E402
 from resnet_cli import spec as S  # noqa: E402
 from resnet_cli.model import build_model  # noqa: E402
 
+import processes  # noqa: E402  (tests/processes.py: the one way the tests start `resnet`)
+
 pytestmark = pytest.mark.gpu
 TINY = ["digits/residual8", "--set", "model.widths=[8]", "--set", "train.checkpoint_every=0"]
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}  # all the CPU threads: unlike processes.ENV, not 1
 
 
 def resnet(*args, cwd=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "resnet_cli", *map(str, args)], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, timeout=timeout)
+    return processes.resnet(*args, cwd=cwd, env=ENV, timeout=timeout)
 
 
 def summary_of(p):
@@ -108,8 +108,8 @@ def test_deterministic_runs_are_bitwise_equal_and_kill9_resume_too(tmp_path):
     summary_of(resnet("train", *args, "--out", tmp_path / "b"))
     wa, wb = weights(tmp_path / "a"), weights(tmp_path / "b")
     assert all(torch.equal(wa[k], wb[k]) for k in wa), "two deterministic CUDA runs differ"
-    proc = subprocess.Popen([sys.executable, "-m", "resnet_cli", "train", *args, "--out", "k"], cwd=tmp_path,
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = processes.spawn("train", *args, "--out", "k", cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
     t0 = time.time()
     while not (tmp_path / "k" / "checkpoint.pt").exists() and proc.poll() is None and time.time() - t0 < 300:
         time.sleep(0.01)
@@ -146,9 +146,8 @@ def test_fp32_analyses_on_cuda_agree_with_the_cpu():
 
 
 def test_one_process_nccl_ddp(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-                        "-m", "resnet_cli", "train", *TINY, "--iters", "20", "--device", "cuda",
-                        "--out", str(tmp_path / "r"), "--json"], capture_output=True, text=True, env=ENV, timeout=600)
+    p = processes.resnet(cmd=processes.torchrun("train", *TINY, "--iters", "20", "--device", "cuda",
+                                                "--out", tmp_path / "r", "--json", nproc=1), env=ENV, timeout=600)
     assert summary_of(p)["status"] == "completed"
 
 

@@ -38,13 +38,15 @@ def response_points(model: nn.Module) -> list[tuple[str, int, nn.Module]]:
     return out
 
 
-def responses(run_dir, split: str = "test", batch_size: int = 500, device: str = "cpu") -> dict[str, Any]:
+def responses(run, split: str = "test", batch_size: int = 500, device: str = "cpu") -> dict[str, Any]:
     """Std of every layer's response over a split, in eval mode (BN with its running statistics, as
-    at test time), for the weights of the run's last checkpoint."""
+    at test time), for the weights of the run's last checkpoint. `run`: an opened run (`open_runs`)
+    or its directory (opened here on `device`)."""
     from ... import data as data_mod
-    from ..trained import load_run
+    from ..trained import Trained, load_run
 
-    run = load_run(run_dir, device)
+    if not isinstance(run, Trained):
+        run = load_run(run, device)
     model = run.model
     points = response_points(model)
     sums = [torch.zeros(3, dtype=torch.float64, device=run.device) for _ in points]  # n, sum, sum of squares

@@ -54,7 +54,7 @@ def measure_spec(name: str, spec, steps: int, data=None) -> NetNorms:
     tree["train"].update({"eval_every": "end", "checkpoint_every": 0, "grad_norm_every": 0})
     if tree["run"]["precision"] == "auto":  # norms measured in fp32 (no TF32) on every device, not bf16 on GPUs
         tree["run"]["precision"] = "fp32"
-    short = spec_mod.resolve(spec_mod.validate(tree, name))
+    short = spec_mod.load(tree, name=name)
     cb = GradNormCallback(every=1)
     trainer = Trainer(short, run_dir=None, callbacks=[cb], data=data)
     summary = trainer.run()

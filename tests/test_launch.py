@@ -126,6 +126,11 @@ def test_nproc_checks_what_it_can_before_starting_processes(in_tmp):
     r = invoke("train", *TINY, "--nproc", "3", "--batch-size", "64", "--out", "run")
     assert r.exit_code == 2
     assert "valid --nproc for this batch: 1, 2, 4, 8" in one_line(r, "optim.batch_size 64")
+    # Stochastic depth drops units per process: under DDP the ranks would wait on each other's
+    # unused parameters, so it is refused before any process starts.
+    r = invoke("train", *TINY, "--nproc", "2", "--set", "model.stochastic_depth=0.5", "--out", "run")
+    assert r.exit_code == 2
+    one_line(r, "model.stochastic_depth 0.5 runs in one process only")
     assert not (in_tmp / "run").exists()
 
 

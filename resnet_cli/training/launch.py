@@ -28,12 +28,22 @@ def precheck(spec, nproc: int, resume_dir: Path | None) -> None:
 
     if resume_dir is None and spec.run.out is None:
         raise UserError("--nproc needs --out RUN_DIR, so every rank (and a restart) finds the same run")
+    refuse_under_ddp(spec)
     batch = spec.optim.batch_size
     if batch % nproc:
         fits = [n for n in range(1, min(batch, 64) + 1) if batch % n == 0]
         raise UserError(f"optim.batch_size {batch} does not divide evenly over --nproc {nproc}; "
                         f"valid --nproc for this batch: {', '.join(map(str, fits))}")
     runtime.plan(spec.run, spec.train, local_rank=nproc - 1, torchrun=True, probe_gpu=False)
+
+
+def refuse_under_ddp(spec) -> None:
+    """What DistributedDataParallel cannot run: stochastic depth draws its drops per process, so ranks
+    would skip different units and DDP's gradient all-reduce would wait on parameters one rank never
+    used (Huang et al. 2016 trained on one GPU)."""
+    if spec.model.stochastic_depth < 1.0:
+        raise UserError(f"model.stochastic_depth {spec.model.stochastic_depth} runs in one process only: each rank "
+                        "would drop other units; train it without --nproc (or set model.stochastic_depth=1)")
 
 
 def child_error(exc: UserError) -> bool:

@@ -27,6 +27,7 @@ from ..errors import UserError
 from . import checkpoint as ckpt
 from . import distributed, runtime, schedule, testhook
 from .callbacks import Callback
+from .launch import refuse_under_ddp
 from .rundir import CHECKPOINT, SPEC, RunDir, default_path
 from .signals import StopFlag
 from .trainer import Trainer
@@ -96,6 +97,8 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
         callbacks, say = (), _silent
     if d.active and path is None and spec.run.out is None:
         raise UserError("under torchrun give --out RUN_DIR, so every rank (and a restart) finds the same run")
+    if d.active:
+        refuse_under_ddp(spec)
     # What can be checked is checked before the run directory exists: a run that cannot start
     # leaves nothing behind (no half-made directory that a corrected rerun would refuse).
     rt = runtime.select(spec.run, spec.train, d.local_rank, torchrun=d.active)

@@ -119,6 +119,25 @@ def test_the_same_spec_and_seed_counts_once_and_rows_name_what_differs(tmp_path)
     assert "2 duplicate run(s) ignored" in r.stderr
 
 
+def test_a_run_written_before_a_field_existed_is_the_same_row(tmp_path):
+    # Two seeds of one loose net; the older run's spec.yaml predates model.norm and
+    # model.stochastic_depth (their defaults are what it ran with): one row of n = 2, not two rows.
+    from resnet_cli import spec as S
+
+    full = S.to_tree(S.load("digits/residual8"))
+    for name, seed in (("new", 0), ("old", 1)):
+        tree = json.loads(json.dumps(full))
+        tree["run"].update(seed=seed, out=str(tmp_path / name))
+        if name == "old":
+            del tree["model"]["norm"], tree["model"]["stochastic_depth"]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "spec.yaml").write_text(json.dumps(tree))
+        (tmp_path / name / "summary.json").write_text(json.dumps({"status": "completed", "test_error": 2.0 + seed}))
+    lines, _ = _json(["report", tmp_path, "--json"])
+    rows = [x for x in lines if x["event"] == "row"]
+    assert len(rows) == 1 and rows[0]["n"] == 2 and rows[0]["seeds"] == [0, 1], rows
+
+
 def test_a_study_run_gathered_twice_counts_once(tmp_path):
     _study(tmp_path / "m0")
     _study(tmp_path / "m1")

@@ -161,6 +161,10 @@ def _last_metrics(path: Path) -> dict[str, Any] | None:
 
 
 def _spec_tree(path: Path) -> dict[str, Any] | None:
+    """The run's spec as this version reads it: a field added since the run was written takes its
+    default, so a run from before and one from after with the same settings are one row. A spec this
+    version rejects is kept as written (still grouped by what it says)."""
+    from .. import spec as spec_mod
     from ..spec import yamlio
     from ..errors import UserError
 
@@ -168,7 +172,12 @@ def _spec_tree(path: Path) -> dict[str, Any] | None:
         tree = yamlio.load_file(path / "spec.yaml")
     except UserError:
         return None
-    return tree if isinstance(tree, dict) else None
+    if not isinstance(tree, dict):
+        return None
+    try:
+        return spec_mod.to_tree(spec_mod.load(tree, name=str(path / "spec.yaml")))
+    except UserError:
+        return tree
 
 
 def describe(tree: dict[str, Any]) -> str:

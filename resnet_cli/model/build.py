@@ -12,7 +12,11 @@ from .vit import build_vit
 
 def build_model(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     """Conv families (cifar, imagenet, digits: nets.py) or the token nets of family vit (vit.py);
-    both come back as a `ResNet`: stem, `.units`, `head_act`, pool, fc."""
+    both come back as a `ResNet`: stem, `.units`, `head_act`, pool, fc. It takes a resolved model
+    section (from `spec.load`): the papers' choices for block, widths and downsampling are made
+    there, once, and what the net was built with is what spec.yaml records."""
+    if m.widths is None or (FAMILIES[m.family].net == "conv" and (m.block is None or m.downsample is None)):
+        raise ValueError("build_model takes a resolved spec (spec.load); this model section has open fields")
     build = {"conv": build_conv_net, "tokens": build_vit}[FAMILIES[m.family].net]
     return build(m, in_channels, num_classes)
 

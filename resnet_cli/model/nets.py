@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..spec import ModelSpec, resolve_block, resolve_downsample, units_per_stage
+from ..spec import ModelSpec, units_per_stage
 from ..spec.families import FAMILIES
 from .shortcuts import init_own
 from .units import ORDERINGS, ResidualUnit, ScalarBias, act, make_unit
@@ -170,7 +170,7 @@ def fixup_init(model: ResNet) -> None:
 def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
     """The conv families' nets from a ModelSpec (through `build.build_model`); every block takes
     explicit arguments."""
-    block = resolve_block(m)
+    block = m.block
     order = ORDERINGS[m.unit]
     widths = list(m.widths)
     family = FAMILIES[m.family]
@@ -192,7 +192,7 @@ def build_conv_net(m: ModelSpec, in_channels: int, num_classes: int) -> ResNet:
             # Huang et al. 2016 eq. 4: p_l = 1 - (l / L)(1 - p_L) for unit l = 1..L.
             survival = 1.0 - (len(units) + 1) / n_total * (1.0 - m.stochastic_depth)
             unit = make_unit(block, cin, width, stride, m.unit, shortcut=shortcut,
-                             downsample=resolve_downsample(m), pre_at=pre_at, bottleneck_stride=m.bottleneck_stride,
+                             downsample=m.downsample, pre_at=pre_at, bottleneck_stride=m.bottleneck_stride,
                              norm=m.norm, dropout=m.dropout, survival=survival)
             units.append(unit)
             cin = unit.out_channels

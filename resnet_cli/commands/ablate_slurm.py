@@ -104,7 +104,9 @@ def _failed(plan, sub) -> dict[str, str]:
         if rec is not None and rec.status in ("completed", "diverged"):
             continue
         state = slurm.task_state(run.path) or {}
-        log = state.get("log") or str(sub.log(index))
+        if state.get("job") not in (sub.job_id, f"{sub.job_id}_{index}"):
+            state = {"state": "not started"}  # what slurm.json says is an earlier task's
+        log = state.get("log") or str(sub.logs[index])
         out[run.key] = f"task {state.get('job', f'{sub.job_id}_{index}')} {state.get('state', 'failed')}" + \
             (f": {state['message']}" if state.get("message") else "") + f"; log: {log}"
     return out

@@ -239,7 +239,9 @@ class RunTask:
                 handler(signal.SIGTERM, frame)
 
         run.path.mkdir(parents=True, exist_ok=True)
-        _write_state(run.path, job=job, log=log, host=socket.gethostname(), state="running", message="")
+        starts = (task_state(run.path) or {}).get("starts", 0) + 1  # this task's, and earlier ones' (requeues)
+        _write_state(run.path, job=job, log=log, host=socket.gethostname(), state="running", message="",
+                     starts=starts)
         try:
             with StopFlag():
                 signal.signal(signal.SIGUSR2, on_usr2)
@@ -286,12 +288,10 @@ def task(plan: Plan) -> RunTask:
 
 @dataclass
 class Submitted:
-    job_id: str  # the array's id
+    job_id: str  # the array's id (a single run goes as a plain job: submitit submits one item so)
     runs: list[PlannedRun]
     folder: Path  # submitit's folder: the pickles and each task's logs
-
-    def log(self, index: int) -> Path:
-        return Path(str(self.folder).replace("%j", f"{self.job_id}_{index}")) / f"{self.job_id}_{index}_0_log.err"
+    logs: list[Path] = field(default_factory=list)  # each task's stderr, in the order of runs
 
 
 def submit(plan: Plan, s: SlurmSettings, runs: list[PlannedRun]) -> Submitted:
@@ -311,17 +311,18 @@ def submit(plan: Plan, s: SlurmSettings, runs: list[PlannedRun]) -> Submitted:
         jobs = executor.map_array(task(plan), runs)
     except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError) as exc:
         raise UserError(f"sbatch refused the array: {str(exc).strip().splitlines()[-1]}", code=errors.USAGE) from None
-    return Submitted(jobs[0].job_id.split("_")[0], runs, log_folder(plan))
+    return Submitted(jobs[0].job_id.split("_")[0], runs, log_folder(plan), [Path(job.paths.stderr) for job in jobs])
 
 
 def queued(job_id: str) -> set[int]:
-    """The array's tasks SLURM still holds (pending, running, requeued), by index."""
-    r = subprocess.run(["squeue", "-h", "-r", "-j", job_id, "-o", "%K"], capture_output=True, text=True, timeout=60)
+    """The tasks of job `job_id` SLURM still holds (pending, running, requeued), by array index
+    (0 for a plain job)."""
+    r = subprocess.run(["squeue", "-h", "-r", "-j", job_id, "-o", "%i"], capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         if "Invalid job id" in r.stderr:
-            return set()  # the array has left the queue
+            return set()  # the job has left the queue
         raise UserError(f"squeue -j {job_id}: {r.stderr.strip()}")
-    return {int(k) for k in r.stdout.split() if k.isdigit()}
+    return {int(i.partition("_")[2] or 0) for i in r.stdout.split() if i.partition("_")[2].isdigit() or i == job_id}
 
 
 def wait(sub: Submitted, poll_s: float = 5.0, on_done: Callable[[PlannedRun], None] = lambda run: None) -> None:

@@ -156,7 +156,8 @@ def test_a_task_killed_outright_resumes_from_its_checkpoint_on_resubmission(loca
     assert len(killed) == 1, killed
     killed = killed[0]
     assert (killed / "checkpoint.pt").exists()
-    # A sentinel in the metrics the checkpoint covers: a resume keeps them, a start-over rewrites them.
+    # A sentinel in the metrics the checkpoint covers: a resume keeps that line and truncates after it;
+    # a start-over in place would rewrite it or log epoch 1 again.
     lines = (killed / "metrics.jsonl").read_text().splitlines()
     first = {**json.loads(lines[0]), "sentinel": 1}
     (killed / "metrics.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
@@ -167,5 +168,7 @@ def test_a_task_killed_outright_resumes_from_its_checkpoint_on_resubmission(loca
     assert again.returncode == 0, again.stderr
     assert "of 1 run(s) (1 finished" in again.stderr, again.stderr  # only the killed run went back
     assert rows(again.stdout) == expected
-    assert json.loads((killed / "metrics.jsonl").read_text().splitlines()[0]).get("sentinel") == 1
+    metrics = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[0].get("sentinel") == 1  # kept: resumed, not started over
+    assert [m["iter"] for m in metrics if m.get("event") == "epoch"] == [4, 8, 12]  # each epoch once
     assert_same_weights(killed, where / "local" / killed.name)

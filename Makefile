@@ -61,3 +61,10 @@ WHEEL_PLATFORM ?= manylinux2014_x86_64
 .PHONY: wheelhouse
 wheelhouse: $(STAMP)
 	$(BIN)/python tools/wheelhouse.py --out wheelhouse --python $(WHEEL_PY) $(foreach p,$(WHEEL_PLATFORM),--platform $(p))
+
+# As root on this machine: start a one-node SLURM (tools/slurm_local.sh; installs slurm-wlm and munge the
+# first time) and run the tests against it (docs/cluster.md). CI need not.
+.PHONY: slurm-check
+slurm-check: $(STAMP)
+	tools/slurm_local.sh
+	$(BIN)/python -m pytest tests/test_slurm.py tests/test_slurm_launcher.py

@@ -172,3 +172,19 @@ def test_a_task_killed_outright_resumes_from_its_checkpoint_on_resubmission(loca
     assert metrics[0].get("sentinel") == 1  # kept: resumed, not started over
     assert [m["iter"] for m in metrics if m.get("event") == "epoch"] == [4, 8, 12]  # each epoch once
     assert_same_weights(killed, where / "local" / killed.name)
+
+
+def test_the_multinode_template_trains_as_torchrun_here_does(tmp_path):
+    """tools/slurm_multinode.sbatch with two tasks on the one node (two torchrun agents meeting at
+    the c10d rendezvous, one gloo rank each) ends with the weights of `resnet train --nproc 2`."""
+    args = ["digits/residual8", "--epochs", "1", "--set", "model.widths=[4]", "--device", "cpu"]
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run(["sbatch", "--wait", "--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--gpus-per-node=0",
+                        "--cpus-per-task=1", f"--output={tmp_path}/%j.out", f"--export=ALL,PYTHON={sys.executable}",
+                        str(root / "tools" / "slurm_multinode.sbatch"), args[0], str(tmp_path / "slurm"), *args[1:]],
+                       capture_output=True, text=True, env=ENV, timeout=600, cwd=tmp_path)
+    logs = "\n".join(p.read_text() for p in tmp_path.glob("*.out"))
+    assert r.returncode == 0, r.stderr + logs
+    local = resnet("train", *args, "--nproc", "2", "--out", tmp_path / "local", cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    assert_same_weights(tmp_path / "slurm", tmp_path / "local")

@@ -5,7 +5,8 @@
 Writes the wheel of resnet-cli itself and the wheels of every dependency except torch and
 torchvision, for the named Python version and platform: a GPU machine or cluster brings its own CUDA
 build of PyTorch, and a bundle with another torch in it would have pip replace that one. pytest
-comes along (`--extra`), since the GPU check (tests/gpu/check.py) runs it. On the target:
+(the GPU check, tests/gpu/check.py, runs it) and submitit (`--launcher slurm`) come along
+(`--extra`). On the target:
 
     pip install --no-index --find-links wheelhouse resnet-cli
 """
@@ -62,10 +63,10 @@ def main() -> None:
                         help="a wheel platform tag, e.g. manylinux2014_x86_64; repeat for several "
                              "(default: manylinux2014_x86_64)")
     parser.add_argument("--extra", action="append", default=None,
-                        help="more requirements to bundle (default: pytest, for the GPU check)")
+                        help="more requirements to bundle (default: pytest for the GPU check, submitit for --launcher slurm)")
     args = parser.parse_args()
     wheels = build(args.out, args.python, args.platform or ["manylinux2014_x86_64"],
-                   ["pytest"] if args.extra is None else args.extra)
+                   ["pytest", "submitit"] if args.extra is None else args.extra)
     print(f"{len(wheels)} wheels in {args.out} for Python {args.python}")
 
 

@@ -188,3 +188,35 @@ def test_the_multinode_template_trains_as_torchrun_here_does(tmp_path):
     local = resnet("train", *args, "--nproc", "2", "--out", tmp_path / "local", cwd=tmp_path)
     assert local.returncode == 0, local.stderr
     assert_same_weights(tmp_path / "slurm", tmp_path / "local")
+
+
+def test_a_run_over_its_requeue_budget_is_reported_and_resumes_on_resubmission(local, tmp_path):
+    """`--time 1` makes every USR2 a time-out to submitit (it counts a signal in the last 20% of
+    the limit as one); with no requeue allowed the run is marked failed with its checkpoint kept,
+    `resnet report` says so, and a resubmission finishes it with the uninterrupted weights."""
+    where, expected = local
+    (tmp_path / "tiny.yaml").write_text(STUDY)
+    (tmp_path / "cluster.yaml").write_text("slurm:\n  requeues: 0\n  time: 1\n  signal_delay_s: 10\n")
+    marker = tmp_path / "paused"
+    env = {**ENV, "RESNET_TEST_PAUSE": f"6:{marker}"}
+    r = resnet("ablate", "tiny.yaml", "--out", "out", "--threads", "1", "--launcher", "slurm", "--cluster",
+               "cluster.yaml", "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout.splitlines()[-1])["job_id"]
+    run = tmp_path / "out" / "01-a-s0"
+    until(lambda: marker.exists())
+    subprocess.run(["scancel", "--signal=USR2", state(run)["job"]], check=True, timeout=60)
+    until(lambda: marker.with_name("paused.signalled").exists(), seconds=90)
+    marker.unlink()
+    until(lambda: squeue_empty(job), seconds=300, every=1)
+    s = state(run)
+    assert s["state"] == "failed" and "timed-out too many times" in s["message"], s
+    assert (run / "checkpoint.pt").exists()
+    assert json.loads((run / "summary.json").read_text())["status"] == "interrupted"
+    shown = [row for row in rows(resnet("report", "out", "--json", cwd=tmp_path).stdout) if row.get("row") == "a"]
+    assert shown and shown[0]["status"] == "error", shown
+    again = resnet("ablate", "tiny.yaml", "--out", "out", "--threads", "1", "--launcher", "slurm", "--wait", "--json",
+                   cwd=tmp_path)
+    assert again.returncode == 0 and "of 1 run(s)" in again.stderr, again.stderr
+    assert rows(again.stdout) == expected
+    assert_same_weights(run, where / "local" / run.name)

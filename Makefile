@@ -53,3 +53,18 @@ docs-fashion-studies: $(STAMP)  ## He 2016b Tables 1, 2 and the depth study on F
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache gpu-check.json gpu-check.junit.xml
+
+# An offline install bundle (docs/install.md): resnet-cli's wheel and every dependency's but torch and
+# torchvision, for the target's Python and platform(s); e.g. make wheelhouse WHEEL_PY=3.12. Needs network here.
+WHEEL_PY ?= $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+WHEEL_PLATFORM ?= manylinux2014_x86_64
+.PHONY: wheelhouse
+wheelhouse: $(STAMP)
+	$(BIN)/python tools/wheelhouse.py --out wheelhouse --python $(WHEEL_PY) $(foreach p,$(WHEEL_PLATFORM),--platform $(p))
+
+# As root on this machine: start a one-node SLURM (tools/slurm_local.sh; installs slurm-wlm and munge the
+# first time) and run the tests against it (docs/cluster.md). CI need not.
+.PHONY: slurm-check
+slurm-check: $(STAMP)
+	tools/slurm_local.sh
+	$(BIN)/python -m pytest tests/test_slurm.py tests/test_slurm_launcher.py

@@ -19,6 +19,7 @@ from ..experiments import report, sweep
 from ..experiments import study as study_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
+from . import ablate_slurm as cluster
 from . import common
 
 
@@ -51,6 +52,19 @@ def ablate(
     figure: Figure = None,
     set_: common.Set = None,
     json_: common.Json = False,
+    launcher: cluster.LauncherOpt = cluster.Launcher.local,
+    cluster_file: cluster.ClusterFile = None,
+    partition: cluster.Partition = None,
+    time: cluster.Time = None,
+    cpus_per_run: cluster.Cpus = None,
+    gpus_per_run: cluster.Gpus = None,
+    mem: cluster.Mem = None,
+    account: cluster.Account = None,
+    qos: cluster.Qos = None,
+    array_parallelism: cluster.Parallel = None,
+    sbatch: cluster.Sbatch = None,
+    dry_run: cluster.DryRun = False,
+    wait: cluster.Wait = False,
 ) -> None:
     """Run a study: rows x seeds, each a resumable run directory; finished runs are skipped.
     Prints a table (or one JSON object per row) with the paper's figure beside ours."""
@@ -60,6 +74,11 @@ def ablate(
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
     if budgets is not None:
         plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
+    if launcher is not cluster.Launcher.local or dry_run or wait or cluster_file or partition or time or \
+            cpus_per_run or gpus_per_run is not None or mem or account or qos or array_parallelism or sbatch:
+        flags = {"partition": partition, "time": time, "cpus_per_run": cpus_per_run, "gpus_per_run": gpus_per_run,
+                 "mem": mem, "account": account, "qos": qos, "array_parallelism": array_parallelism, "sbatch": sbatch}
+        return cluster.run(plan, launcher, cluster_file, flags, dry_run, wait, json_, figure)
     if list_:
         try:
             for line in sweep.list_commands(plan, sets):

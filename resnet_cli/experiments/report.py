@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import evidence
+from . import evidence, slurm
 # The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
 from .report_table import compare, paper_str, reading, render, row_json, study_json  # noqa: F401
 from .study import Plan
@@ -225,6 +225,12 @@ def load_run(path: Path, metric: str | None = None) -> RunRecord | None:
         last = _last_metrics(path / "metrics.jsonl")
         if last is not None:  # a run in progress, or cut off: shown, never counted in the statistics
             rec.test_error, rec.train_loss = last.get(metric), last.get("train_loss")
+    if rec.status not in FINAL:  # from the directory alone: a held lock is a live run, slurm.json a task's fate
+        task = slurm.task_state(path) or {}
+        if slurm.lock_held(path):
+            rec.status = "running"
+        elif task.get("state") == "failed":
+            rec.status, rec.message = "error", f"task {task.get('job')} failed: {task.get('message')}; log: {task.get('log')}"
     return rec
 
 

@@ -1,0 +1,137 @@
+"""`resnet ablate ... --launcher slurm`: submit the study's pending runs as one job array
+(experiments/slurm.py), print the sbatch script (--dry-run), or wait and print the final table as a
+local run does (--wait)."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+
+class Launcher(str, enum.Enum):
+    local = "local"
+    slurm = "slurm"
+
+
+# The flags `resnet ablate` declares for the launcher (rich_help_panel keeps them together in --help).
+_P = "SLURM (--launcher slurm)"
+LauncherOpt = Annotated[Launcher, typer.Option("--launcher", help="local: run here (--jobs); slurm: submit the "
+                                               "pending runs as one SLURM job array (docs/cluster.md).")]
+ClusterFile = Annotated[Optional[str], typer.Option("--cluster", help="A YAML file with a `slurm:` section "
+                                                    "(the settings below); flags override it.", rich_help_panel=_P)]
+Partition = Annotated[Optional[str], typer.Option("--partition", help="sbatch --partition.", rich_help_panel=_P)]
+Time = Annotated[Optional[int], typer.Option("--time", min=1, help="Minutes per task (default 240); past it the run "
+                                             "checkpoints and requeues.", rich_help_panel=_P)]
+Cpus = Annotated[Optional[int], typer.Option("--cpus-per-run", min=1, help="CPUs per task (default 1), "
+                                             "also the run's threads.", rich_help_panel=_P)]
+Gpus = Annotated[Optional[int], typer.Option("--gpus-per-run", min=0, help="GPUs per task (default 0).",
+                                             rich_help_panel=_P)]
+Mem = Annotated[Optional[str], typer.Option("--mem", help="Memory per task, e.g. 16G.", rich_help_panel=_P)]
+Account = Annotated[Optional[str], typer.Option("--account", help="sbatch --account.", rich_help_panel=_P)]
+Qos = Annotated[Optional[str], typer.Option("--qos", help="sbatch --qos.", rich_help_panel=_P)]
+Parallel = Annotated[Optional[int], typer.Option("--array-parallelism", min=1, help="Tasks running at once "
+                                                 "(default 256).", rich_help_panel=_P)]
+Sbatch = Annotated[Optional[list[str]], typer.Option("--sbatch", help="An extra sbatch option, e.g. "
+                                                     "--sbatch=--constraint=a100 (repeatable).", rich_help_panel=_P)]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the sbatch script and submit nothing.",
+                                      rich_help_panel=_P)]
+Wait = Annotated[bool, typer.Option("--wait", help="Wait for the array and print the table as a local run does.",
+                                    rich_help_panel=_P)]
+
+
+def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dry_run: bool, wait: bool,
+        json_: bool, figure: str | None) -> None:
+    from rich.markup import escape
+
+    from .. import errors, figures, output
+    from ..errors import UserError
+    from ..experiments import report, slurm
+
+    if launcher is Launcher.local:
+        given = [name for name, on in (("--dry-run", dry_run), ("--wait", wait), ("--cluster", cluster is not None))
+                 if on] + [f"--{k.replace('_', '-')}" for k, v in flags.items() if v not in (None, [])]
+        raise UserError(f"{given[0]} is for --launcher slurm")
+    s = slurm.settings(cluster, flags)
+    todo = slurm.pending(plan)
+    console = output.stderr()
+    for key, message in todo.refused.items():
+        console.print(f"[red]run {key} not submitted[/]: {escape(message)}")
+    if dry_run:
+        if json_:
+            output.emit({"event": "dry_run", "runs": [r.key for r in todo.todo], "script": slurm.script(plan, s, len(todo.todo))})
+        else:
+            print(slurm.script(plan, s, max(1, len(todo.todo))), end="", flush=True)
+        console.print(f"{len(todo.todo)} run(s) to submit, {len(todo.finished)} finished, {len(todo.running)} running")
+        return
+    fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if wait else None
+    sub = None
+    if todo.todo:
+        sub = slurm.submit(plan, s, todo.todo)
+        console.print(escape(f"{plan.title}: submitted job array {sub.job_id} of {len(todo.todo)} run(s) "
+                             f"({len(todo.finished)} finished, {len(todo.running)} running, not submitted); "
+                             f"logs in {sub.folder.parent}; watch: resnet report {plan.results}"))
+        if json_ and not wait:
+            output.emit({"event": "submitted", "job_id": sub.job_id, "runs": [r.key for r in todo.todo],
+                         "logs": str(sub.folder.parent), "results": str(plan.results)})
+    else:
+        console.print(f"nothing to submit: {len(todo.finished)} run(s) finished, {len(todo.running)} running")
+    if not wait:
+        if todo.refused:
+            raise typer.Exit(errors.USAGE)
+        return
+    if sub is not None:
+        done = [0]
+
+        def on_done(run) -> None:
+            done[0] += 1
+            rec = report.load_run(run.path)
+            console.print(escape(f"[{done[0]}/{len(sub.runs)}] {run.path.name}: {rec.status if rec else 'no run'}"))
+
+        slurm.wait(sub, on_done=on_done)
+    _final(plan, sub, todo.refused, json_, fig_path)
+
+
+def _failed(plan, sub) -> dict[str, str]:
+    """Runs of the array that did not finish, with their task's log."""
+    from ..experiments import report, slurm
+
+    out = {}
+    for index, run in enumerate(sub.runs if sub else []):
+        rec = report.load_run(run.path)
+        if rec is not None and rec.status in ("completed", "diverged"):
+            continue
+        state = slurm.task_state(run.path) or {}
+        if state.get("job") not in (sub.job_id, f"{sub.job_id}_{index}"):
+            state = {"state": "not started"}  # what slurm.json says is an earlier task's
+        log = state.get("log") or str(sub.logs[index])
+        out[run.key] = f"task {state.get('job', f'{sub.job_id}_{index}')} {state.get('state', 'failed')}" + \
+            (f": {state['message']}" if state.get("message") else "") + f"; log: {log}"
+    return out
+
+
+def _final(plan, sub, refused: dict[str, str], json_: bool, fig_path: Path | None) -> None:
+    """The table a local sweep prints (commands/ablate.py `_sweep`), from the run directories."""
+    from rich.markup import escape
+
+    from .. import errors, output
+    from ..experiments import report
+
+    failed = {**refused, **_failed(plan, sub)}
+    table = report.aggregate(report.planned(plan, set(), failed))[0]
+    if output.choose(json_) is output.Format.JSON:
+        for row in table.rows:
+            output.emit(report.row_json(table, row))
+        output.emit(report.study_json(table))
+    else:
+        out = output.stdout()
+        out.print(report.render(table, width=out.width))
+    console = output.stderr()
+    if fig_path is not None and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
+        console.print(f"figure: {report.figure(table, fig_path)}")
+    for key, message in failed.items():
+        console.print(f"[red]run {key} failed[/]: {escape(message)}")
+    if failed:
+        raise typer.Exit(errors.FAILED)

@@ -189,6 +189,20 @@ def test_resume_auto_starts_fresh_when_there_is_nothing_to_resume(in_tmp):
     assert r.exit_code == 0 and (in_tmp / "new" / "summary.json").exists()
 
 
+def test_a_run_started_over_in_place_keeps_none_of_its_old_records(in_tmp):
+    # A run that wrote records but never a checkpoint (killed before its first one) is started over
+    # by --resume auto: its epochs are logged once, as the new run's, not after the old run's lines.
+    args = ["train", "digits/residual8", "--set", "model.widths=[4]", "--epochs", "2", "--out", "run"]
+    assert invoke(*args).exit_code == 0
+    (in_tmp / "run" / "checkpoint.pt").unlink()
+    (in_tmp / "run" / "summary.json").unlink()
+    r = invoke(*args, "--resume", "auto")
+    assert r.exit_code == 0, r.stderr
+    epochs = [json.loads(line)["epoch"] for line in (in_tmp / "run" / "metrics.jsonl").read_text().splitlines()
+              if json.loads(line).get("event") == "epoch"]
+    assert epochs == [1, 2]
+
+
 HOLDER = r"""
 import sys
 from resnet_cli.training.rundir import RunDir

@@ -199,12 +199,19 @@ class RunDir:
             os.close(fd)
             self._lock_fd = None
 
+    def clear_records(self) -> None:
+        """The files of a run with nothing to resume (no checkpoint), before it starts over in place:
+        spec, meta, metrics and summary. The lock stays: this process holds it."""
+        for name in (SPEC, META, METRICS, SUMMARY):
+            with contextlib.suppress(OSError):
+                self.file(name).unlink()
+
     def remove_unstarted(self) -> None:
         """Undo `create` for a run that failed before its first checkpoint: only the files this
         tool writes, then the directory if that leaves it empty (a user's own files stay)."""
-        for name in (SPEC, META, METRICS, SUMMARY, LOCK):
-            with contextlib.suppress(OSError):
-                self.file(name).unlink()
+        self.clear_records()
+        with contextlib.suppress(OSError):
+            self.file(LOCK).unlink()
         for tmp in self.path.glob(".*.tmp"):
             with contextlib.suppress(OSError):
                 tmp.unlink()

@@ -120,8 +120,9 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
         state = _checkpoint_state(path, resume)
         if state is None and d.is_main:
             if resume != "never" and (path / SPEC).exists():
-                # A run that never reached its first checkpoint: start it over in place rather than refuse.
-                (path / SPEC).unlink()
+                # A run that never reached its first checkpoint: start it over in place rather than
+                # refuse, and its partial records with it (its epochs would be logged twice).
+                run_dir.clear_records()
             run_dir.create(spec, runtime={})
         testhook.phase("rundir")
         trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=StopFlag().install(), data=data, rt=rt)

@@ -16,9 +16,23 @@ import pytest
 
 from processes import ENV
 
+
+
+def _cluster_answers() -> bool:
+    """sbatch on PATH is not enough: a machine where the cluster was installed but is not running
+    (a CI run after the session that started it) would hang every test until its timeout."""
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return False
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and any(state.startswith(("idle", "mix", "alloc")) for state in out.stdout.split())
+
+
 pytestmark = [pytest.mark.slurm, pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("sbatch") is None,
-                                 reason="no sbatch on PATH (tools/slurm_local.sh starts a one-node cluster)")]
+              pytest.mark.skipif(not _cluster_answers(),
+                                 reason="no SLURM cluster answering (tools/slurm_local.sh starts a one-node cluster)")]
 
 pytest.importorskip("submitit")
 

@@ -100,6 +100,29 @@ def kill_at(step: int, *args, cwd: Path) -> None:
     proc.wait()
 
 
+def killed_and_resumed_is_bitwise(tmp_path: Path, run: list[str], kill: int = 35, saved: int = 30) -> dict:
+    """Train `resnet train RUN` whole ("ref"), and again SIGKILLed after step `kill` (its last
+    checkpoint at `saved`) then resumed ("run"); assert the two end bitwise equal (summary and every
+    weight). Returns the reference weights."""
+    import json
+
+    import torch
+
+    ref = resnet("train", *run, "--out", "ref", "--json", cwd=tmp_path)
+    assert ref.returncode == 0, ref.stderr
+    kill_at(kill, "train", *run, "--out", "run", cwd=tmp_path)
+    cut = tmp_path / "run"
+    assert torch.load(cut / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == saved
+    res = resnet("train", "--resume", cut, "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    a, b = json.loads(ref.stdout.splitlines()[-1]), json.loads(res.stdout.splitlines()[-1])
+    assert a["train_loss"] == b["train_loss"] and a["test_error"] == b["test_error"]
+    wa = torch.load(tmp_path / "ref" / "checkpoint.pt", weights_only=True)["model"]
+    wb = torch.load(cut / "checkpoint.pt", weights_only=True)["model"]
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    return wa
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is `pid` (Linux: read from /proc)."""
     kids = []

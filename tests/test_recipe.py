@@ -2,7 +2,6 @@
 and each is checked against a source of its own: the closed form with hand-computed points, the loss
 written out from log-softmax, the masks read back pixel by pixel from the augmented images."""
 
-import json
 import math
 
 import pytest
@@ -16,7 +15,7 @@ from resnet_cli.training.callbacks import Callback
 from resnet_cli.errors import UserError
 from resnet_cli.training.trainer import Trainer
 
-from processes import kill_at, resnet
+from processes import killed_and_resumed_is_bitwise
 
 # --- cosine schedule -------------------------------------------------------------------------------
 
@@ -201,18 +200,7 @@ RECIPE_RUN = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", 
 
 @pytest.mark.slow
 def test_kill_mid_epoch_and_resume_is_bitwise_the_uninterrupted_run(tmp_path):
-    ref = resnet("train", *RECIPE_RUN, "--out", "ref", "--json", cwd=tmp_path)
-    assert ref.returncode == 0, ref.stderr
-    kill_at(35, "train", *RECIPE_RUN, "--out", "run", cwd=tmp_path)
-    run = tmp_path / "run"
-    assert torch.load(run / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == 30
-    res = resnet("train", "--resume", run, "--json", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    a, b = json.loads(ref.stdout.splitlines()[-1]), json.loads(res.stdout.splitlines()[-1])
-    assert a["train_loss"] == b["train_loss"] and a["test_error"] == b["test_error"]
-    wa = torch.load(tmp_path / "ref" / "checkpoint.pt", weights_only=True)["model"]
-    wb = torch.load(run / "checkpoint.pt", weights_only=True)["model"]
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    killed_and_resumed_is_bitwise(tmp_path, RECIPE_RUN)
 
 
 def test_cutout_on_image_folders_is_per_batch_and_resumes(tmp_path):

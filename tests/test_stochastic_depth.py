@@ -1,13 +1,12 @@
 """Stochastic depth (Huang et al. 2016): survival probabilities, test-time scaling, whole-branch
 drops per mini-batch, and a killed run that resumes bitwise."""
 
-import json
 
 import pytest
 import torch
 from torch import nn
 
-from processes import kill_at, resnet
+from processes import killed_and_resumed_is_bitwise, resnet
 from resnet_cli import spec as S
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model
@@ -75,18 +74,7 @@ RUN = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "2", "--set"
 
 @pytest.mark.slow
 def test_killed_and_resumed_run_draws_the_same_masks(tmp_path):
-    ref = resnet("train", *RUN, "--out", "ref", "--json", cwd=tmp_path)
-    assert ref.returncode == 0, ref.stderr
-    kill_at(35, "train", *RUN, "--out", "run", cwd=tmp_path)
-    run = tmp_path / "run"
-    assert torch.load(run / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == 30
-    res = resnet("train", "--resume", run, "--json", cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    a, b = json.loads(ref.stdout.splitlines()[-1]), json.loads(res.stdout.splitlines()[-1])
-    assert a["train_loss"] == b["train_loss"] and a["test_error"] == b["test_error"]
-    wa = torch.load(tmp_path / "ref" / "checkpoint.pt", weights_only=True)["model"]
-    wb = torch.load(run / "checkpoint.pt", weights_only=True)["model"]
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    wa = killed_and_resumed_is_bitwise(tmp_path, RUN)
     # ... and the masks mattered: without stochastic depth the same run ends elsewhere
     off = resnet("train", *RUN[:-2], "--out", "off", "--json", cwd=tmp_path)
     wo = torch.load(tmp_path / "off" / "checkpoint.pt", weights_only=True)["model"]

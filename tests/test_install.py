@@ -4,7 +4,6 @@ own setuptools (no build isolation, nothing downloaded); dependencies are not in
 environment's torch, typer, ... are used."""
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,21 +13,17 @@ import pytest
 
 import processes
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import wheelhouse  # noqa: E402  (tools/ is not a package)
+
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["pyproject.toml", "setup.py", "README.md", "resnet_cli", "configs"]
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     pytest.importorskip("setuptools", minversion="70.1", reason="the build backend (setuptools>=70.1) is not installed")
     tmp = tmp_path_factory.mktemp("install")
-    src = tmp / "src"  # a copy: building leaves build/ and *.egg-info, which the checkout must not collect
-    src.mkdir()
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
+    src = wheelhouse.copy_sources(tmp / "src")
     wheels = tmp / "wheels"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     build = subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(wheels), str(src)],

@@ -27,6 +27,18 @@ BROUGHT = {"torch", "torchvision"}  # the machine's own
 SOURCES = ["pyproject.toml", "setup.py", "README.md", "resnet_cli", "configs"]  # what the wheel is built from
 
 
+def copy_sources(dest: Path) -> Path:
+    """What the wheel is built from, copied to `dest` (building leaves build/ and *.egg-info behind,
+    which the checkout must not collect)."""
+    dest.mkdir(parents=True)
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
 def requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
     """The project's dependencies, less the ones the target machine brings."""
     deps = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
@@ -39,13 +51,7 @@ def build(out: Path, python: str, platforms: list[str], extra: list[str]) -> lis
     # The project's own wheel, pure Python, so one serves every target. Built from a copy: building
     # leaves build/ and *.egg-info behind, which the checkout must not collect.
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "src"
-        src.mkdir()
-        for name in SOURCES:
-            if (ROOT / name).is_dir():
-                shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy2(ROOT / name, src / name)
+        src = copy_sources(Path(tmp) / "src")
         subprocess.run([*pip, "wheel", "--no-deps", "-w", str(out), str(src)], check=True)
     target = ["--only-binary=:all:", "--python-version", python]
     for platform in platforms:

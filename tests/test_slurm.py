@@ -123,6 +123,22 @@ def test_a_study_through_slurm_gives_the_local_table_bitwise(local, tmp_path):
     assert rows(again.stdout) == expected
 
 
+def test_a_degrade_grid_through_slurm_gives_the_local_records(tmp_path):
+    grid = ["degrade", "--depths", "4", "--seeds", "0", "--iters", "4", "--threads", "1", "--json"]
+    local = resnet(*grid, "--out", "local", cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    r = resnet(*grid, "--out", "out", "--launcher", "slurm", "--wait", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "submitted job array" in r.stderr and "2 run(s) trained" in r.stderr, r.stderr
+
+    def records(text: str) -> list[dict]:
+        return [{k: v for k, v in o.items() if k != "wall_s"} for o in rows(text)]
+
+    assert records(r.stdout) == records(local.stdout) and len(records(r.stdout)) == 4  # 2 runs, 2 summaries
+    for name in ("plain-4-seed0", "residual-4-seed0"):
+        assert_same_weights(tmp_path / "out" / "runs" / name, tmp_path / "local" / "runs" / name)
+
+
 @pytest.mark.parametrize("stop", ["scontrol requeue", "scancel --signal=USR2"])
 def test_a_task_stopped_mid_run_by_the_scheduler_comes_back_and_ends_bitwise(local, tmp_path, stop):
     """`scontrol requeue` (SIGTERM; SLURM puts the task back) and the time-limit signal (USR2;

@@ -44,6 +44,21 @@ def test_dry_run_prints_one_array_of_the_pending_runs_with_the_settings(in_tmp):
     assert not (in_tmp / "runs").exists()  # a dry run writes nothing
 
 
+def test_degrade_submits_its_grid_as_one_array_too(in_tmp):
+    # resnet degrade runs on the same sweep engine, so the same launcher: one task per run --list prints.
+    grid = ["degrade", "--depths", "8", "--seeds", "0..2", "--out", "g"]
+    listed = cli(*grid, "--list")
+    assert listed.exit_code == 0, listed.stderr
+    n = len(listed.stdout.splitlines())
+    assert n == 6  # plain and residual at 8 layers, 3 seeds
+    r = cli(*grid, "--launcher", "slurm", "--dry-run", "--time", "30")
+    assert r.exit_code == 0, r.stderr
+    sbatch = dict(re.findall(r"^#SBATCH --([a-z-]+)=(.*)$", r.stdout, re.M))
+    assert sbatch["array"].startswith(f"0-{n - 1}") and sbatch["time"] == "30" and sbatch["job-name"] == "resnet-degrade"
+    assert f"{n} run(s) to submit" in r.stderr
+    assert not (in_tmp / "g").exists()  # a dry run writes nothing
+
+
 @pytest.mark.parametrize("file, flags, expected", [
     ("slurm:\n  partiton: gpu\n", [], "unknown key 'slurm.partiton'; did you mean 'slurm.partition'?"),
     ("slurm:\n  time: 0\n", [], "slurm.time: Input should be greater than or equal to 1"),

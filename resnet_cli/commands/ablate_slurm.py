@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -43,7 +43,10 @@ Wait = Annotated[bool, typer.Option("--wait", help="Wait for the array and print
 
 
 def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dry_run: bool, wait: bool,
-        json_: bool, figure: str | None) -> None:
+        json_: bool, figure: str | None, final: Callable[[Any, dict[str, str]], None] | None = None) -> None:
+    """Submit (or --dry-run, or --wait for) the plan's pending runs. `final(submitted, failed)`:
+    what --wait prints at the end (default: the study's table, as `resnet ablate` prints it;
+    `resnet degrade` passes its own report view)."""
     from rich.markup import escape
 
     from .. import errors, figures, output
@@ -91,6 +94,9 @@ def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dr
             console.print(escape(f"[{done[0]}/{len(sub.runs)}] {run.path.name}: {rec.status if rec else 'no run'}"))
 
         slurm.wait(sub, on_done=on_done)
+    if final is not None:
+        final(sub, {**todo.refused, **_failed(plan, sub)})
+        return
     _final(plan, sub, todo.refused, json_, fig_path)
 
 

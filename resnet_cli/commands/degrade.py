@@ -19,6 +19,8 @@ from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from ..spec.seeds import text as seeds_text
 from ..training.rundir import make_dir
+from ..experiments import sweep
+from . import ablate_slurm as cluster
 from . import common
 
 _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc", "test_acc",
@@ -55,6 +57,19 @@ def degrade(
     only: Annotated[str | None, typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
     set_: common.Set = None,
     json_: common.Json = False,
+    launcher: cluster.LauncherOpt = cluster.Launcher.local,
+    cluster_file: cluster.ClusterFile = None,
+    partition: cluster.Partition = None,
+    time: cluster.Time = None,
+    cpus_per_run: cluster.Cpus = None,
+    gpus_per_run: cluster.Gpus = None,
+    mem: cluster.Mem = None,
+    account: cluster.Account = None,
+    qos: cluster.Qos = None,
+    array_parallelism: cluster.Parallel = None,
+    sbatch: cluster.Sbatch = None,
+    dry_run: cluster.DryRun = False,
+    wait: cluster.Wait = False,
 ) -> None:
     """Train plain and residual twins at several depths over several seeds; report the last epoch's
     training loss/accuracy, test accuracy and the first layer's gradient norm at step 1 (median and
@@ -66,6 +81,11 @@ def degrade(
         seeds=parse_seeds(seeds) if seeds is not None else None, nets=_nets(nets),
         overrides=_length_overrides(spec_file, epochs, iters) + common.flag_overrides(**flags),
         sets=set_ or [], out=out)
+    slurm_flags = {"partition": partition, "time": time, "cpus_per_run": cpus_per_run, "gpus_per_run": gpus_per_run,
+                   "mem": mem, "account": account, "qos": qos, "array_parallelism": array_parallelism, "sbatch": sbatch}
+    if launcher is not cluster.Launcher.local or dry_run or wait or cluster_file or \
+            any(v not in (None, []) for v in slurm_flags.values()):
+        return _on_cluster(plan, launcher, cluster_file, slurm_flags, dry_run, wait, json_)
     if list_:
         return _list(deg.list_commands(plan, _replay(spec_file, plan, epochs, iters, flags, set_ or [])))
     if only is not None:
@@ -78,6 +98,24 @@ def degrade(
               f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
     grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, n_runs))
     _render(grid, fmt, log)
+
+
+def _on_cluster(plan, launcher, cluster_file, slurm_flags, dry_run: bool, wait: bool, json_: bool) -> None:
+    """The grid's pending runs as one SLURM job array (docs/cluster.md), each task one run through
+    the same lifecycle as here; with --wait, this command's own report once the array is done."""
+    sp = deg.study(plan)
+    if not dry_run:
+        make_dir(plan.out)
+        deg.adopt(sp)  # finished runs of an earlier version join the grid and are not resubmitted
+
+    def report(submitted, failed: dict[str, str]) -> None:
+        # What the array's tasks did, as a local sweep's outcomes: trained there, or failed (with the log).
+        outcomes = {run.key: sweep.Outcome("completed") for run in (submitted.runs if submitted else [])}
+        outcomes.update({key: sweep.Outcome("error", message, code=errors.FAILED) for key, message in failed.items()})
+        _render(deg.collect(plan, outcomes), output.choose(json_), output.stderr())
+
+    # As `resnet ablate --launcher slurm`: the sbatch script (--dry-run) is printed as text unless --json.
+    cluster.run(sp, launcher, cluster_file, slurm_flags, dry_run, wait, json_, None, final=report)
 
 
 def _nets(nets: str | None) -> list[str] | None:

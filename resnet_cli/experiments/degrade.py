@@ -172,7 +172,7 @@ def records(sp: study_mod.Plan, refused: set[str] = frozenset()) -> list[dict[st
             and (rec := load_record(run.path, sp.results, legacy)) is not None]
 
 
-def _adopt(sp: study_mod.Plan) -> None:
+def adopt(sp: study_mod.Plan) -> None:
     """A finished run an earlier version left (no study.json) joins the study, so `resnet report`
     groups it with the rest; one holding another spec is left for the sweep to refuse."""
     for run in sp.runs:
@@ -192,7 +192,7 @@ def execute(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None
     tick = time.perf_counter()
     sp = study(plan)
     make_dir(plan.out)
-    _adopt(sp)
+    adopt(sp)
     codes: dict[str, int] = {}
 
     def seen(run: study_mod.PlannedRun, outcome: sweep.Outcome | None) -> None:
@@ -205,13 +205,21 @@ def execute(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None
         result = sweep.execute(sp, jobs=jobs, notify=seen)
     except sweep.SweepStopped as exc:
         raise UserError(exc.message, code=codes.get(exc.run.key) or exc.code) from None
-    refused = {key for key, outcome in result.outcomes.items() if outcome.status == "error"}
-    grid = Grid(plan, records(sp, refused), result.outcomes, result.signum)
+    return collect(plan, result.outcomes, result.signum, tick)
+
+
+def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum: int | None = None,
+            tick: float | None = None) -> Grid:
+    """The grid's report from its run directories alone: records of the finished runs, summaries,
+    findings, degrade.json and degrade.png (after a local sweep, or after a SLURM array)."""
+    outcomes = outcomes or {}
+    refused = {key for key, outcome in outcomes.items() if outcome.status == "error"}
+    grid = Grid(plan, records(study(plan), refused), outcomes, signum)
     if grid.records:
         grid.summaries = summarise(grid.records)
         grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
         grid.figure = figure(grid.records, plan.out / FIGURE_FILE)
-    grid.wall_s = time.perf_counter() - tick
+    grid.wall_s = time.perf_counter() - tick if tick is not None else 0.0
     if grid.records:
         write_result(grid)
     return grid

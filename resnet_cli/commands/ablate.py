@@ -78,7 +78,16 @@ def ablate(
             cpus_per_run or gpus_per_run is not None or mem or account or qos or array_parallelism or sbatch:
         flags = {"partition": partition, "time": time, "cpus_per_run": cpus_per_run, "gpus_per_run": gpus_per_run,
                  "mem": mem, "account": account, "qos": qos, "array_parallelism": array_parallelism, "sbatch": sbatch}
-        return cluster.run(plan, launcher, cluster_file, flags, dry_run, wait, json_, figure)
+        fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if wait else None
+
+        def final(submitted, failed: dict[str, str]) -> None:  # --wait: the table a local sweep prints
+            _study_table(plan, failed, output.choose(json_), fig_path)
+            for key, message in failed.items():
+                output.info(f"[red]run {key} failed[/]: {escape(message)}")
+            if failed:
+                raise typer.Exit(errors.FAILED)
+
+        return cluster.run(plan, launcher, cluster_file, flags, dry_run, wait, json_, final)
     if list_:
         try:
             for line in sweep.list_commands(plan, sets):
@@ -170,16 +179,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
     skipped = sum(o.status == "skipped" for o in outcomes)
     console.print(f"{trained} run(s) trained, {skipped} already finished, in {time.perf_counter() - tick:.0f} s")
 
-    tables = report.aggregate(report.planned(plan, set(), progress.failed))
-    table = tables[0]  # budget 1 (or the smallest): the plain study table and figure
-    if plan.budgets != [1]:
-        _budget_table(tables, threshold, fmt, plan)
-    else:
-        output.render([*(report.row_json(table, row) for row in table.rows), report.study_json(table)], fmt,
-                      output.View(draw=lambda width: report.render(table, width=width)))
-    if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
-        path = report.figure(table, figure_path)
-        console.print(f"figure: {path}")
+    _study_table(plan, progress.failed, fmt, figure_path, threshold)
     if progress.live is not None:  # its table has gone; without it, each run's line has said so already
         for key, message in progress.failed.items():
             console.print(f"[red]run {key} failed[/]: {escape(message)}")
@@ -189,6 +189,19 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
     codes = {o.code for o in outcomes if o.status == "error"}
     if codes:
         raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)
+
+
+def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None) -> None:
+    """The study's table from its run directories (`failed`: ROW:SEED -> why), and its figure."""
+    tables = report.aggregate(report.planned(plan, set(), failed))
+    table = tables[0]  # budget 1 (or the smallest): the plain study table and figure
+    if plan.budgets != [1]:
+        _budget_table(tables, threshold, fmt, plan)
+    else:
+        output.render([*(report.row_json(table, row) for row in table.rows), report.study_json(table)], fmt,
+                      output.View(draw=lambda width: report.render(table, width=width)))
+    if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
+        output.info(f"figure: {report.figure(table, figure_path)}")
 
 
 def _budget_table(tables, threshold: float | None, fmt, plan) -> None:

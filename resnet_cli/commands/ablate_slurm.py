@@ -5,7 +5,6 @@ local run does (--wait)."""
 from __future__ import annotations
 
 import enum
-from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -43,13 +42,13 @@ Wait = Annotated[bool, typer.Option("--wait", help="Wait for the array and print
 
 
 def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dry_run: bool, wait: bool,
-        json_: bool, figure: str | None, final: Callable[[Any, dict[str, str]], None] | None = None) -> None:
+        json_: bool, final: Callable[[Any, dict[str, str]], None]) -> None:
     """Submit (or --dry-run, or --wait for) the plan's pending runs. `final(submitted, failed)`:
-    what --wait prints at the end (default: the study's table, as `resnet ablate` prints it;
-    `resnet degrade` passes its own report view)."""
+    what --wait prints once the array is done, the command's own report (`resnet ablate`: the
+    study's table; `resnet degrade`: its grid), `failed` naming each run that did not finish."""
     from rich.markup import escape
 
-    from .. import errors, figures, output
+    from .. import errors, output
     from ..errors import UserError
     from ..experiments import report, slurm
 
@@ -69,7 +68,6 @@ def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dr
             print(slurm.script(plan, s, max(1, len(todo.todo))), end="", flush=True)
         console.print(f"{len(todo.todo)} run(s) to submit, {len(todo.finished)} finished, {len(todo.running)} running")
         return
-    fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if wait else None
     sub = None
     if todo.todo:
         sub = slurm.submit(plan, s, todo.todo)
@@ -94,10 +92,7 @@ def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dr
             console.print(escape(f"[{done[0]}/{len(sub.runs)}] {run.path.name}: {rec.status if rec else 'no run'}"))
 
         slurm.wait(sub, on_done=on_done)
-    if final is not None:
-        final(sub, {**todo.refused, **_failed(plan, sub)})
-        return
-    _final(plan, sub, todo.refused, json_, fig_path)
+    final(sub, {**todo.refused, **_failed(plan, sub)})
 
 
 def _failed(plan, sub) -> dict[str, str]:
@@ -116,28 +111,3 @@ def _failed(plan, sub) -> dict[str, str]:
         out[run.key] = f"task {state.get('job', f'{sub.job_id}_{index}')} {state.get('state', 'failed')}" + \
             (f": {state['message']}" if state.get("message") else "") + f"; log: {log}"
     return out
-
-
-def _final(plan, sub, refused: dict[str, str], json_: bool, fig_path: Path | None) -> None:
-    """The table a local sweep prints (commands/ablate.py `_sweep`), from the run directories."""
-    from rich.markup import escape
-
-    from .. import errors, output
-    from ..experiments import report
-
-    failed = {**refused, **_failed(plan, sub)}
-    table = report.aggregate(report.planned(plan, set(), failed))[0]
-    if output.choose(json_) is output.Format.JSON:
-        for row in table.rows:
-            output.emit(report.row_json(table, row))
-        output.emit(report.study_json(table))
-    else:
-        out = output.stdout()
-        out.print(report.render(table, width=out.width))
-    console = output.stderr()
-    if fig_path is not None and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
-        console.print(f"figure: {report.figure(table, fig_path)}")
-    for key, message in failed.items():
-        console.print(f"[red]run {key} failed[/]: {escape(message)}")
-    if failed:
-        raise typer.Exit(errors.FAILED)

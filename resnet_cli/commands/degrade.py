@@ -115,7 +115,7 @@ def _on_cluster(plan, launcher, cluster_file, slurm_flags, dry_run: bool, wait: 
         _render(deg.collect(plan, outcomes), output.choose(json_), output.stderr())
 
     # As `resnet ablate --launcher slurm`: the sbatch script (--dry-run) is printed as text unless --json.
-    cluster.run(sp, launcher, cluster_file, slurm_flags, dry_run, wait, json_, None, final=report)
+    cluster.run(sp, launcher, cluster_file, slurm_flags, dry_run, wait, json_, report)
 
 
 def _nets(nets: str | None) -> list[str] | None:

@@ -49,7 +49,9 @@ def test_a_command_imports_its_own_module_only():
 
 
 def test_every_command_module_is_in_the_table():
-    files = {p.stem for p in COMMANDS_DIR.glob("*.py")} - {"__init__", "common"}
+    # A module that registers a command (`@command()`) must be in the table, or `resnet` never loads
+    # it; shared helpers beside them (common's flags, the SLURM launcher's) register none.
+    files = {p.stem for p in COMMANDS_DIR.glob("*.py") if "@command(" in p.read_text(encoding="utf-8")}
     assert files == {module for module, _ in cli.COMMANDS.values()}
 
 

@@ -21,8 +21,9 @@ from .. import spec as spec_mod
 from ..cli import command
 from ..errors import UserError
 from ..experiments.gradnorm import jacobian, layer_responses, norms
+from ..experiments.gradnorm import signal as sig
 from ..experiments.trained import open_runs
-from . import common, signal_view
+from . import common
 
 DEFAULT_VARIANTS = ("plain", "original", "full_preact", "scale:0.5", "exclusive_gate")
 # The base for --variant when no --base is given: ResNet-110 (He 2016b's net for Tables 1-2) with
@@ -96,7 +97,7 @@ def gradnorm(
     overrides = common.flag_overrides(depth=depth, dataset=dataset, data_dir=data_dir, batch_size=batch_size,
                                       seed=seed, device=device, threads=threads)
     if signal:
-        return signal_view.signal(fmt, specs or [], overrides, set_ or [], out)
+        return _signal(fmt, specs or [], overrides, set_ or [], out)
     named = _named_specs(specs or [], variant or [], base, overrides, set_ or [])
     _norms(fmt, named, steps, out, layers)
 
@@ -248,3 +249,33 @@ def _response_views(runs: list[dict], split: str, per_layer: bool) -> list[outpu
                                 "and smaller still as they deepen"),
             output.View("std of each layer's response", ["index", *[output.fold(r["name"]) for r in runs]],
                         rows=lambda records: layer_rows, show=per_layer)]
+
+
+def _signal(fmt: output.Format, specs: list[str], overrides: list[tuple[str, Any]], sets: list[str],
+           out: str | None) -> None:
+    """Signal-propagation plots at initialisation (Brock, De and Smith 2021), for the nets given as
+    SPECs or, by default, for the five nets of experiments/gradnorm/signal.py."""
+    fig_path = figures.target(out, Path("signal.png"))
+    if specs:
+        named = [(Path(p).stem if Path(p).suffix else p, spec_mod.load(p, overrides, sets)) for p in specs]
+    else:
+        base = spec_mod.merge(sig.BASE, {"optim": {"batch_size": sig.BATCH}})
+        named = [(name, spec_mod.load(base, [*net.items(), *overrides], sets, name=f"--signal {name}"))
+                 for name, net in sig.NETS.items()]
+    cache: dict[str, Any] = {}
+    results = []
+    for name, s in named:
+        key = repr(s.data)
+        if key not in cache:
+            cache[key] = data_mod.load(s.data)
+        results.append(sig.measure_spec(name, s, cache[key]))
+    sig.figure(results, fig_path)
+    last = {(r.name, len(r.units)) for r in results}
+    output.render(sig.rows(results), fmt, output.View(
+        "signal propagation at initialisation, at the last residual unit",
+        ["spec", "units", "sq. mean", "variance", "branch var."],
+        row=lambda r: (r["spec"], str(r["unit"]), f"{r['sq_mean']:.3g}", f"{r['var']:.3g}", f"{r['branch_var']:.3g}"),
+        keep=lambda r: (r["spec"], r["unit"]) in last,
+        caption="per unit, over one batch: the average channel squared mean and variance of the unit's output "
+                "and the variance of what its branch adds (--json: every unit)",
+        log=[f"figure: {fig_path}"]))

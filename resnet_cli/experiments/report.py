@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import spec as spec_mod
+from ..errors import UserError
+from ..spec import yamlio
 from . import evidence, slurm
 # The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
 from .report_table import compare, paper_str, reading, render, row_json, study_json  # noqa: F401
@@ -164,10 +167,6 @@ def _spec_tree(path: Path) -> dict[str, Any] | None:
     """The run's spec as this version reads it: a field added since the run was written takes its
     default, so a run from before and one from after with the same settings are one row. A spec this
     version rejects is kept as written (still grouped by what it says)."""
-    from .. import spec as spec_mod
-    from ..spec import yamlio
-    from ..errors import UserError
-
     try:
         tree = yamlio.load_file(path / "spec.yaml")
     except UserError:

@@ -8,6 +8,11 @@ import enum
 from typing import Annotated, Any, Callable, Optional
 
 import typer
+from rich.markup import escape
+
+from .. import errors, output
+from ..errors import UserError
+from ..experiments import report, slurm
 
 
 class Launcher(str, enum.Enum):
@@ -46,11 +51,6 @@ def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dr
     """Submit (or --dry-run, or --wait for) the plan's pending runs. `final(submitted, failed)`:
     what --wait prints once the array is done, the command's own report (`resnet ablate`: the
     study's table; `resnet degrade`: its grid), `failed` naming each run that did not finish."""
-    from rich.markup import escape
-
-    from .. import errors, output
-    from ..errors import UserError
-    from ..experiments import report, slurm
 
     if launcher is Launcher.local:
         given = [name for name, on in (("--dry-run", dry_run), ("--wait", wait), ("--cluster", cluster is not None))
@@ -97,8 +97,6 @@ def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dr
 
 def _failed(plan, sub) -> dict[str, str]:
     """Runs of the array that did not finish, with their task's log."""
-    from ..experiments import report, slurm
-
     out = {}
     for index, run in enumerate(sub.runs if sub else []):
         rec = report.load_run(run.path)

@@ -20,10 +20,10 @@ from typing import Any
 from ..spec import yamlio
 from ..errors import UserError
 from ..training.curve import PROBE
+from .sweep import FINAL  # the statuses a run ends in: one definition for the sweep and its readers
 
 RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
 LEGACY_RUNS = "runs.jsonl"  # earlier versions' per-run records (read, never written)
-FINAL = ("completed", "diverged")
 
 
 def run_name(net: str, depth: int, seed: int) -> str:

@@ -29,11 +29,11 @@ from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import yamlio
 from . import evidence, slurm
+from .sweep import FINAL
 # The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
 from .report_table import compare, paper_str, reading, render, row_json, study_json  # noqa: F401
 from .study import Plan
 
-FINAL = ("completed", "diverged")
 
 
 @dataclass

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from . import checkpoint as ckpt
 from .. import data as data_mod
-from . import distributed, gates, precise_bn
+from . import distributed, gates, onednn_guard, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
@@ -99,6 +99,8 @@ class Trainer:
         if spec.train.sync_bn and self.dist.active:
             self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
         self.model.to(self.rt.device, memory_format=self.rt.memory_format)
+        # Strided 1x1 convolutions over few channels corrupt oneDNN's heap in channels_last (onednn_guard.py).
+        self.nchw_layers = onednn_guard.route_around(self.model, self.rt.device, self.rt.channels_last)
         o = spec.optim
         if o.optimizer == "adamw":  # Loshchilov & Hutter 2019; Xiong et al. 2020 study warm-up under Adam
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)

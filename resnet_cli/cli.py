@@ -18,7 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer._click.exceptions import UsageError as _ClickUsageError  # the Click that typer vendors
 
 from . import errors
-from .training import testhook
+from .training import process_globals, testhook
 from .training.launch import child_error
 from .training.signals import Interrupted, exit_stopped, install_early
 from .errors import PipeClosed, UserError
@@ -155,7 +155,8 @@ def command(*args: Any, **kwargs: Any) -> Callable:
         def wrapper(*a: Any, **kw: Any) -> Any:
             try:
                 testhook.phase("command")
-                return fn(*a, **kw)
+                with process_globals.kept():  # the generators and thread count, for in-process callers
+                    return fn(*a, **kw)
             except UserError as exc:
                 _say(exc)
                 raise typer.Exit(exc.code) from None

@@ -1,9 +1,21 @@
 import os
+import shutil
+import tempfile
 
 import pytest
 
 # Tests run on the CPU with few threads: CI has 2 cores and tests must not fight over them.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A new machine has no inductor cache: the session compiles into an empty one of its own (child
+# processes inherit it), so a cache warmed by earlier runs cannot hide what torch.compile does there.
+_INDUCTOR_CACHE = tempfile.mkdtemp(prefix="resnet-tests-inductor-")
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = _INDUCTOR_CACHE
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_inductor_cache():
+    yield
+    shutil.rmtree(_INDUCTOR_CACHE, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -12,6 +24,33 @@ def _torch_threads():
 
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cli_leaves_the_process_as_it_found_it():
+    """Every in-process CLI invocation (Typer's CliRunner, used by most tests and by the session
+    fixtures below) is checked: signal handlers, the parent-death signal, threads, environment,
+    torch's thread counts and flags, and the global generators must be as before the call. A test
+    whose command leaked fails at that call, naming what leaked (tests/process_state.py)."""
+    import sklearn  # noqa: F401  (sets KMP_* variables when first imported: not a command's doing)
+    from typer.testing import CliRunner
+
+    from process_state import leaks, snapshot
+
+    invoke = CliRunner.invoke
+
+    def checked(self, *args, **kwargs):
+        before = snapshot()
+        result = invoke(self, *args, **kwargs)
+        leaked = leaks(before)
+        if leaked:
+            command = " ".join(map(str, (args[1] if len(args) > 1 else kwargs.get("args")) or []))
+            raise AssertionError(f"`resnet {command}` changed the test process:\n  " + "\n  ".join(leaked))
+        return result
+
+    CliRunner.invoke = checked
+    yield
+    CliRunner.invoke = invoke
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """`resnet` in a child process: the one place the tests start one, hold one at a known step
-(resnet_cli/training/testhook.py), kill one, or find its workers; and TINY_STUDY, a study of seconds."""
+(resnet_cli/training/testhook.py), kill one, or find its workers; other code that must not run in
+the test process (`in_child`); and TINY_STUDY, a study of seconds."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ def resnet(*args, cwd: Path | None = None, env: dict | None = None, timeout: flo
     kw.setdefault("stderr", subprocess.PIPE)
     kw.setdefault("text", True)
     return subprocess.run(cmd or command(*args), env=ENV if env is None else env, timeout=timeout, cwd=cwd, **kw)
+
+
+def in_child(code: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run Python `code` (with `args` as sys.argv[1:]) in a child with tests/ on its path. For what
+    must not run in the test process: the ONNX exporter and torch.compile leave threads, caches and
+    global settings behind that change the tests after them."""
+    env = {**ENV, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, timeout=timeout,
+                          capture_output=True, text=True)
 
 
 def spawn(*args, cwd: Path | None = None, pause: int | str | None = None, env: dict | None = None,

@@ -14,7 +14,7 @@ from resnet_cli import spec as S
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model
 
-from processes import resnet
+from processes import in_child, resnet
 
 
 
@@ -26,11 +26,7 @@ def _tiny(segments: int = 0):
     return model
 
 
-@pytest.mark.slow  # torch.compile: about a minute on a CPU
-def test_compile_with_activation_checkpointing_matches_eager():
-    """Dynamo refuses a lambda built inside forward as checkpoint's context_fn (issue 14, item 1);
-    the compiled, checkpointed step must give the eager, plain step's gradients and BN statistics
-    (the recomputation must not update the running statistics a second time)."""
+def compiled_checkpointed_step_matches_eager() -> None:
     eager = _tiny(0)
     compiled_net = copy.deepcopy(eager)
     compiled_net.checkpoint_segments = 2
@@ -41,6 +37,16 @@ def test_compile_with_activation_checkpointing_matches_eager():
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
     for (name, b), c in zip(eager.named_buffers(), compiled_net.buffers()):
         torch.testing.assert_close(c, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.slow  # torch.compile: about a minute on a CPU
+def test_compile_with_activation_checkpointing_matches_eager():
+    """Dynamo refuses a lambda built inside forward as checkpoint's context_fn (issue 14, item 1);
+    the compiled, checkpointed step must give the eager, plain step's gradients and BN statistics
+    (the recomputation must not update the running statistics a second time). In a child: inductor's
+    compile workers and caches stay in the process that compiled."""
+    p = in_child("from test_gpu_paths import compiled_checkpointed_step_matches_eager as f; f()")
+    assert p.returncode == 0, p.stderr[-3000:]
 
 
 # -- device choice (issue 14, item 9) ------------------------------------------------------------

@@ -222,24 +222,28 @@ def test_digits_configs_resolve_to_one_thread(name):
     assert spec_mod.load(f"digits/{name}").run.threads == 1
 
 
-def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path, residual8_run):
+def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path, residual8_run, monkeypatch):
+    """The thread count each analysis computes with, read when it loads the run's weights (the
+    command puts the caller's count back when it returns)."""
+    from resnet_cli.experiments import trained
+
+    seen = []
+    load_run = trained.load_run
+    monkeypatch.setattr(trained, "load_run", lambda *a, **kw: seen.append(torch.get_num_threads()) or load_run(*a, **kw))
     runner = CliRunner()
     run = residual8_run  # digits/residual8 keeps run.threads 1 (the test above)
     try:
         torch.set_num_threads(2)
-        res = runner.invoke(app, ["lesion", str(run), "--max-k", "1", "--draws", "1", "--out", str(tmp_path / "l.png")])
-        assert res.exit_code == 0, res.output
-        assert torch.get_num_threads() == 1  # the run trained with run.threads 1
-        res = runner.invoke(app, ["landscape", str(run), "--points", "3", "--samples", "50", "--threads", "2",
-                                  "--out", str(tmp_path / "s.png")])
-        assert res.exit_code == 0, res.output
-        assert torch.get_num_threads() == 2
-        res = runner.invoke(app, ["paths", str(run), "--samples", "1", "--out", str(tmp_path / "p.png")])
-        assert res.exit_code == 0, res.output
-        assert torch.get_num_threads() == 1  # the run's own run.threads again
-        res = runner.invoke(app, ["paths", str(run), "--samples", "1", "--threads", "2", "--out", str(tmp_path / "p.png")])
-        assert res.exit_code == 0, res.output
-        assert torch.get_num_threads() == 2
+        for args, threads in [(["lesion", run, "--max-k", "1", "--draws", "1", "--out", tmp_path / "l.png"], 1),
+                              (["landscape", run, "--points", "3", "--samples", "50", "--threads", "2",
+                                "--out", tmp_path / "s.png"], 2),
+                              (["paths", run, "--samples", "1", "--out", tmp_path / "p.png"], 1),  # the run's own
+                              (["paths", run, "--samples", "1", "--threads", "2", "--out", tmp_path / "p.png"], 2)]:
+            seen.clear()
+            res = runner.invoke(app, [str(a) for a in args])
+            assert res.exit_code == 0, res.output
+            assert seen == [threads], args[0]
+            assert torch.get_num_threads() == 2  # the caller's count, back
     finally:
         torch.set_num_threads(1)
 

@@ -116,6 +116,10 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
     if d.is_main:  # only rank 0 writes
         run_dir.lock()
     fresh = d.is_main and not any((path / name).exists() for name in (SPEC, CHECKPOINT))
+    # The trainer's SIGINT/SIGTERM flag is this block's: put back here whatever happens, since a
+    # run that fails before training (a checkpoint that does not fit) never reaches Trainer.run's
+    # own restore, and a handler left behind would swallow the next Ctrl-C of the process.
+    stop = StopFlag()
     try:
         state = _checkpoint_state(path, resume)
         if state is None and d.is_main:
@@ -125,7 +129,7 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
                 run_dir.clear_records()
             run_dir.create(spec, runtime={})
         testhook.phase("rundir")
-        trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=StopFlag().install(), data=data, rt=rt)
+        trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop.install(), data=data, rt=rt)
         session = Session(trainer.spec, run_dir, trainer, fresh, say=say)
         if state is not None:
             _resume(session, state, force_resume, d.is_main)
@@ -143,6 +147,7 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
             run_dir.remove_unstarted()  # it never trained a checkpoint's worth: nothing to resume or report
         raise
     finally:
+        stop.restore()
         run_dir.unlock()
         distributed.shutdown(clean=False)
 

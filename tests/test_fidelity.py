@@ -237,7 +237,7 @@ def _article_data():
     return x[tr], y[tr]
 
 
-def _article_run(depth: int, residual: bool, seed: int, epochs: int):
+def _article_run(depth: int, residual: bool, seed: int, epochs: int, steps: int | None = None):
     x, y = _article_data()
     torch.manual_seed(seed)
     net = _article_net(depth, residual)
@@ -252,6 +252,9 @@ def _article_run(depth: int, residual: bool, seed: int, epochs: int):
             first = first if first is not None else net[0].weight.grad.norm().item()
             opt.step()
             loss_sum += loss.item() * len(idx)
+            steps = None if steps is None else steps - 1
+            if steps == 0:
+                return net, first, None
     return net, first, loss_sum / len(y)
 
 
@@ -285,12 +288,24 @@ def _train_ours(config: str, seed: int, **sets):
     return trainer, first["g"], summary
 
 
+# The article prints the first conv's step-1 gradient norm at seed 6 to two decimals. What the
+# kernels hold: the same computation gives, for plain-26, 2.6353 (oneDNN's AVX2 kernels), 2.6377
+# (oneDNN off), 2.6515 (AVX-512) and 2.6565-2.6595 in channels_last, at one or two threads alike: the
+# 26 layers without shortcuts amplify the kernels' rounding to a spread of 0.025 (0.9%). The other
+# three nets spread by at most 0.0004 over the same kernels. So the printed figure is met within
+# half its last digit (0.005) plus that spread, rounded up; the exact check is the one against the
+# article's own computation run here, in the same process and kernels.
+KERNEL_SPREAD = {"digits/plain26": 0.025, "digits/residual26": 0.001, "digits/plain8": 0.001, "digits/residual8": 0.001}
+
+
 @pytest.mark.parametrize("config,article", [("digits/plain26", 2.65), ("digits/residual26", 0.61),
                                             ("digits/plain8", 0.21), ("digits/residual8", 0.26)])
 def test_article_step1_gradient_norms_at_seed_6(config, article):
-    # The article prints these for seed 6; they do not depend on rounding.
     _, g, _ = _train_ours(config, 6, **{"optim.epochs": "null", "optim.iters": 1})
-    assert round(g, 2) == article
+    depth = int("".join(c for c in config if c.isdigit()))  # digits/plain26 -> 26
+    _, ref, _ = _article_run(depth, residual="residual" in config, seed=6, epochs=1, steps=1)
+    assert g == pytest.approx(ref, rel=1e-6)  # the same kernels: equal to fp32 rounding
+    assert abs(g - article) <= 0.005 + KERNEL_SPREAD[config]
 
 
 def test_article_runs_are_rerun_exactly():

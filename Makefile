@@ -9,10 +9,11 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The dev install takes .ci/constraints.txt's pins, the versions CI tests; pyproject.toml keeps ranges.
+$(STAMP): pyproject.toml .ci/constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -50,7 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "paths": ("paths", "Gradient carried by paths of each length: backward through k units' branches, the other "
                        "units' shortcuts."),
     "plot": ("plot", "Error against iterations: training error thin, test error bold (He 2016a Fig. 1, 4, 6)."),
-    "report": ("report", "One table per study (row, test error median with its 95% bootstrap interval, mean ± std "
+    "report": ("report", "One table per study (row, test error median with its interval and coverage, mean ± std "
                          "over seeds, n, training loss, status, the paper's figure; Kendall's tau against the "
                          "paper's order), read only from study.json, spec.yaml, summary.json, metrics.jsonl."),
     "train": ("train", "Train one net."),

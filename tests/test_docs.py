@@ -133,8 +133,8 @@ def test_degrade_table_on_fake_summaries():
                                          "ours": 0.7021, "article": 0.56, "article_range": [0.395, 0.834],
                                          "criterion": "below 0.8", "reproduced": True}])
     lines = text.splitlines()
-    assert lines[0] == ("| net | depth | n | params | train loss | train acc | train acc: 95% interval of the median "
-                        "| test acc | test acc: 95% interval | grad norm, first conv, step 1 |")
+    assert lines[0] == ("| net | depth | n | params | train loss | train acc | train acc: interval of the median (coverage) "
+                        "| test acc | test acc: interval (coverage) | grad norm, first conv, step 1 |")
     assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | - | 0.542 (0.225–0.742) "
                         "| - | 4.09 (2.81–4.97) |")
     assert "Median (min–max) over seeds 0..2." in text
@@ -188,25 +188,30 @@ def test_lesion_tables_on_a_fake_pair():
 
 
 def test_degrade_reading_from_the_paired_differences_by_hand():
-    # residual - plain training accuracy per seed +0.30 +0.25 +0.40: all positive, resolved at n = 3
-    # (interval by hand: a 3-seed percentile interval of the mean lies within [min, max]); test
-    # accuracy +0.10 -0.05 +0.02: signs mixed, not resolved; mean 0.0233, sd 0.0751 ->
-    # ((1.96 + 0.84) * 0.0751 / 0.0233)^2 = 81.2: 82 seeds.
+    # residual - plain training accuracy per seed +0.30 +0.25 +0.40: all positive, sign-flip p 2/8;
+    # test accuracy +0.10 -0.05 +0.02 (sum 0.07): |sum| >= 0.07 for 6 of the 8 sign patterns, p 0.75.
+    # Holm over the grid's two pairs: 0.25 * 2 = 0.5, then 0.75. Three seeds resolve nothing.
+    # t-interval of the training gap by hand: mean 0.3167, sd 0.0764, t(0.975, 2) = 4.3027.
     from resnet_cli.experiments import evidence
 
     plain = {0: 0.60, 1: 0.70, 2: 0.55}
     res = {0: 0.90, 1: 0.95, 2: 0.95}
     plain_t, res_t = {0: 0.80, 1: 0.90, 2: 0.88}, {0: 0.90, 1: 0.85, 2: 0.90}
-    row = {"event": "summary", "net": "residual", "depth": 26,
-           "paired": {"train_acc": evidence.paired(plain, res), "test_acc": evidence.paired(plain_t, res_t)}}
+    paired = {"train_acc": evidence.paired(plain, res), "test_acc": evidence.paired(plain_t, res_t)}
+    evidence.adjust(list(paired.values()))
+    row = {"event": "summary", "net": "residual", "depth": 26, "paired": paired}
     text = R.degrade_pairs([row])
-    lo, hi = row["paired"]["train_acc"]["ci95"]
-    assert 0.25 <= lo and hi <= 0.40
-    assert text == ("Paired by seed (95% interval of the mean difference): "
-                    f"ResNet-26 minus plain-26, training accuracy: +31.7 points [{100 * lo:+.1f}, {100 * hi:+.1f}], "
-                    "resolved at n = 3. ResNet-26 minus plain-26, test accuracy: +2.3 points "
-                    f"[{100 * row['paired']['test_acc']['ci95'][0]:+.1f}, {100 * row['paired']['test_acc']['ci95'][1]:+.1f}]"
-                    ", not resolved at n = 3; about 82 seeds would resolve it.\n")
+    half = 4.302653 * 0.076376 / 3 ** 0.5
+    assert text.startswith("Paired by seed (sign-flip test, Holm over the grid's pairs; 95% t-interval of the "
+                           "mean difference); 3 seeds cannot resolve a pair at 5%: ")
+    assert (f"training accuracy: +31.7 points [{100 * (0.316667 - half):+.1f}, {100 * (0.316667 + half):+.1f}] "
+            "(p 0.25, Holm 0.5), not resolved at n = 3") in text
+    assert "test accuracy: +2.3 points" in text and "(p 0.75, Holm 0.75), not resolved at n = 3" in text
+    # Seeds for the test gap: the normal approximation ((1.96 + 0.84) * sd / gap)^2 = 81.2 is a
+    # lower bound of the t-test's n, which lies within a few seeds of it.
+    need = paired["test_acc"]["seeds_needed"]
+    assert 82 <= need["estimate"] <= 86 and need["range"][0] < need["estimate"] < need["range"][1]
+    assert f"about {need['estimate']} seeds ({need['range'][0]}-{need['range'][1]} over the sd's own uncertainty)" in text
 
 
 def test_landscape_and_ablate_rows():
@@ -218,51 +223,58 @@ def test_landscape_and_ablate_rows():
            "paper": "fail", "seeds": [0, 1, 2]}
     ok = {**row, "index": 1, "row": "original (identity)", "test_error_median": 2.5, "test_error_mean": 3.2407,
           "test_error_std": 1.283, "n": 3, "train_loss": 0.011898, "status": "completed", "paper": 6.61,
-          "ci95": [2.2, 5.021]}
-    two = {**ok, "index": 3, "n": 2, "test_error_std": 0.5, "ci95": None, "ci95_reason": "n < 3: no interval"}
+          "interval": [2.2, 5.021], "coverage": 0.75}
+    two = {**ok, "index": 3, "n": 2, "test_error_std": 0.5, "interval": None, "coverage": None,
+           "interval_reason": "n < 3: no interval"}
     failed = {**ok, "index": 2, "row": "constant scaling 0 / 1 (plain)", "test_error_median": 88.89, "fail": True,
               "paper": "fail"}
     lines = S.ablate_table([ok, row, failed, two]).splitlines()
-    assert lines[2] == "| 1 | original (identity) | 2.50 | [2.20, 5.02] | 3.24 ± 1.28 (3) | 0.0119 | completed | 6.61 |"
+    assert lines[2] == "| 1 | original (identity) | 2.50 | [2.20, 5.02] 75% | 3.24 ± 1.28 (3) | 0.0119 | completed | 6.61 |"
     assert lines[3] == "| 11 | dropout shortcut, p 0.5 | - | - | - | - | diverged | fail |"
-    assert lines[4] == ("| 2 | constant scaling 0 / 1 (plain) | 88.89 **fail** | [2.20, 5.02] | 3.24 ± 1.28 (3) | 0.0119 "
+    assert lines[4] == ("| 2 | constant scaling 0 / 1 (plain) | 88.89 **fail** | [2.20, 5.02] 75% | 3.24 ± 1.28 (3) | 0.0119 "
                         "| completed | fail |")
     assert lines[5] == "| 3 | original (identity) | 2.50 | n < 3: no interval | 3.24 ± 0.50 (2) | 0.0119 | completed | 6.61 |"
     times = S.ablate_times_table([("shortcut", [ok, row], {"wall_s": 464.0, "cpu_user_s": 635.0, "load_1min": 3.0})])
     assert times.splitlines()[2] == "| `shortcut` | 2 rows x 3 seeds | **7.7 min** | 10.6 min | 3.0 |"
 
 
-def _row(i, errs, paper, fail=False, label=None):
-    done = [e for e in errs if e is not None]
-    return {"event": "row", "index": i, "row": label or f"r{i}", "paper": paper, "fail": fail,
-            "test_error_median": sorted(done)[len(done) // 2] if done else None,  # 3 seeds: the middle one
-            "seeds": [0, 1, 2], "test_errors": list(errs)}
+def _row(i, errs, paper, fail=False, label=None, group=None):
+    done = sorted(e for e in errs if e is not None)
+    median = (done[len(done) // 2] if len(done) % 2 else (done[len(done) // 2 - 1] + done[len(done) // 2]) / 2) if done else None
+    return {"event": "row", "index": i, "row": label or f"r{i}", "paper": paper, "fail": fail, "group": group,
+            "test_error_median": median, "seeds": list(range(len(errs))), "test_errors": list(errs)}
 
 
 def test_ablate_order_counts_pairs_and_fails_by_hand():
     # Paper order 1 < 2 < 3 < 4 < 6; ours (medians) 2 < 1 < 3 < 6, and 4 diverged (last). Pairs: (4, 6)
-    # both fail here and 4 has no completed seed, so 4 is in none: 6 pairs. Paired differences,
-    # worse-in-the-paper minus better, per seed: (1, 2) -1.0 -0.7 +0.7 (signs mixed: with 3 seeds the
-    # percentile interval then spans 0, as a one-seed resample has probability 1/27 > 2.5%); the other
-    # five all positive: in order. (1, 2): mean -1/3, sd 0.9074 -> (2.8016 * 0.9074 / 0.3333)^2 = 58.2, 59
-    # seeds. Kendall's tau over 1, 2, 3, 6: one discordant pair of 6, (5 - 1) / 6 = 0.67; one-sided p: the
-    # orderings of 4 with at most one inversion, 4 of 24 = 0.167.
+    # both fail here and 4 has no completed seed, so 4 is in none: 6 pairs. Three seeds cannot
+    # resolve any: the smallest sign-flip p is 2/8, and after Holm over 6 pairs a pair needs
+    # p <= 0.05/6, which takes 8 seeds (2/256). (1, 2): worse - better per seed -1.0 -0.7 +0.7, sum
+    # -1.0; |sum| >= 1.0 for 6 of the 8 sign patterns: p 0.75. Kendall's tau over 1, 2, 3, 6: one
+    # discordant pair of 6, (5 - 1) / 6 = 0.67; one-sided p: the orderings of 4 with at most one
+    # inversion, 4 of 24 = 0.167.
     records = [_row(1, (3.0, 3.2, 2.8), 6.0), _row(2, (2.0, 2.5, 3.5), 7.0), _row(3, (9.0, 8.0, 10.0), 8.0),
                _row(4, (None, None, None), 12.0), _row(5, (88.0, 89.0, 90.0), "fail", True),
                _row(6, (90.0, 91.0, 89.0), 13.0, True)]
-    assert S.ablate_order(records) == (
+    text = S.ablate_order(records)
+    assert text.startswith(
         "Rows with a paper figure, best first: paper 1 < 2 < 3 < 4 < 6; ours 2 < 1 < 3 < 6 < 4. "
-        "Kendall's tau 0.67 (one-sided permutation p = 0.167, 4 rows). "
-        "Of its 6 pairs (leaving out pairs that both fail here): 5 in the paper's order and resolved, 1 not resolved, "
-        "0 reversed and resolved. In the paper's order (resolved at n = 3): 1 < 3, 1 < 6, 2 < 3, 2 < 6, 3 < 6. "
-        "Not resolved at n = 3: 1 < 2 (paired difference -0.33 points, sd 0.91; about 59 seeds would resolve it). "
-        "The paper's \"fail\" rows failing here: 1 of 1. Rows the paper trains that fail here: 4, 6.\n")
-    # Reversed beyond the noise: 2 - 1 = -2.0 -2.3 -3.1 per seed; two rows: no tau.
-    back = [_row(1, (5.0, 5.5, 6.0), 6.0), _row(2, (3.0, 3.2, 2.9), 7.0)]
+        "Kendall's tau 0.67 (one-sided permutation p = 0.167, exact, 4 rows). "
+        "Of its 6 pairs (leaving out pairs that both fail here) none can be resolved: 3 seeds cannot resolve a "
+        "pair at 5% after Holm over 6 pairs; 8 whose differences all agree in sign can. Gaps: 1 < 2 (paired "
+        "difference -0.33 points, sd 0.91, p 0.75, Holm 1; about ")
+    assert "resolved," not in text and "95%" not in text
+    assert text.endswith("The paper's \"fail\" rows failing here: 1 of 1. Rows the paper trains that fail here: 4, 6.\n")
+    # Reversed beyond the noise at 8 seeds: 2 is better at every seed, p = 2/256, one pair: no Holm cost.
+    back = [_row(1, (5.0, 5.5, 6.0, 5.2, 5.8, 6.1, 5.4, 5.9), 6.0), _row(2, (3.0, 3.2, 2.9, 3.1, 3.3, 2.8, 3.0, 3.4), 7.0)]
     assert S.ablate_order(back) == (
         "Rows with a paper figure, best first: paper 1 < 2; ours 2 < 1. "
-        "Of its 1 pair (leaving out pairs that both fail here): 0 in the paper's order and resolved, 0 not resolved, "
-        "1 reversed and resolved. Reversed (resolved at n = 3): 2 ahead of 1 by 2.47 points.\n")
+        "Of its 1 pair (leaving out pairs that both fail here), by the sign-flip test with Holm's adjustment over them: "
+        "0 in the paper's order and resolved, 0 not resolved, 1 reversed and resolved. With 8 seeds and the pairs' "
+        "median sd, the smallest gap resolvable at 5% after Holm over 1 pairs is about 0.38 (t approximation). "
+        "Reversed (resolved at n = 8): 2 ahead of 1 by 2.52 points.\n")
+    # By hand: differences 2.0 2.3 3.1 2.1 2.5 3.3 2.4 2.5, mean 2.525, sd 0.4559; t(0.975, 7) 2.3646:
+    # 2.3646 * 0.4559 / sqrt(8) = 0.381.
 
 
 def test_export_table_by_hand():
@@ -303,20 +315,20 @@ def test_budget_table_by_hand():
 
 
 def test_ablate_order_within_groups_by_hand():
-    # Within 110: paper 2 < 1, ours 1 < 2; per seed 1 - 2 = -2.0 -1.0 -3.0: reversed. Within 164: paper
-    # 3 < 4, ours 3 < 4; per seed 4 - 3 = +1.0 +0.5 +2.0: in order. Across the nets nothing is paired.
-    records = [_row(1, (10.0, 11.0, 9.0), 6.61, label="(a) original, 110"),
-               _row(2, (12.0, 12.0, 12.0), 6.37, label="(e) full pre-activation, 110"),
-               _row(3, (30.0, 30.5, 29.0), 5.46, label="(e) full pre-activation, 164"),
-               _row(4, (31.0, 31.0, 31.0), 5.93, label="(a) original, 164")]
-    assert S.ablate_order(records, docs_tables.ORDER_GROUPS["activation"]) == (
-        "ResNet-110: rows with a paper figure, best first: paper 2 < 1; ours 1 < 2. "
-        "Of its 1 pair (leaving out pairs that both fail here): 0 in the paper's order and resolved, 0 not resolved, "
-        "1 reversed and resolved. Reversed (resolved at n = 3): 1 ahead of 2 by 2.00 points. "
-        "ResNet-164: rows with a paper figure, best first: paper 3 < 4; ours 3 < 4. "
-        "Of its 1 pair (leaving out pairs that both fail here): 1 in the paper's order and resolved, 0 not resolved, "
-        "0 reversed and resolved. In the paper's order (resolved at n = 3): 3 < 4.\n")
-    assert "Of its 6 pairs" in S.ablate_order(records)  # ungrouped: every pair counts
+    # Eight seeds. Within 110: paper 2 < 1, ours 1 < 2; per seed 1 - 2 all negative: reversed. Within
+    # 164: paper 3 < 4, ours 3 < 4; per seed 4 - 3 all positive: in order. Across the nets nothing is
+    # paired: 2 pairs, each p = 2/256, Holm 2 * 2/256 = 0.016. 1 - 2 = -2 + e/2: mean -1.994.
+    e = (0.0, 0.5, -0.5, 0.2, -0.2, 0.3, -0.3, 0.1)
+    records = [_row(1, [10 + x for x in e], 6.61, label="(a) original, 110", group="ResNet-110"),
+               _row(2, [12 + x / 2 for x in e], 6.37, label="(e) full pre-activation, 110", group="ResNet-110"),
+               _row(3, [30 + x for x in e], 5.46, label="(e) full pre-activation, 164", group="ResNet-164"),
+               _row(4, [31 + x / 2 for x in e], 5.93, label="(a) original, 164", group="ResNet-164")]
+    text = S.ablate_order(records)
+    assert text.startswith("ResNet-110: rows with a paper figure, best first: paper 2 < 1; ours 1 < 2. ")
+    assert "1 reversed and resolved" in text and "Reversed (resolved at n = 8): 1 ahead of 2 by 1.99 points." in text
+    assert "ResNet-164: rows with a paper figure, best first: paper 3 < 4; ours 3 < 4. " in text
+    assert "In the paper's order (resolved at n = 8): 3 < 4." in text
+    assert "Of its 6 pairs" in S.ablate_order([{**r, "group": None} for r in records])  # ungrouped: every pair
 
 
 def test_the_note_names_command_machine_and_wall_time():

@@ -12,6 +12,8 @@ import math
 import statistics
 from typing import Any, Iterable, Sequence
 
+from resnet_cli.experiments import evidence  # the statistics, one place (torch-free)
+
 DASH = "-"
 
 
@@ -84,14 +86,14 @@ def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] 
     three = lambda x: fixed(x, 3)  # noqa: E731
     two = lambda x: fixed(x, 2)  # noqa: E731
     def ci(s: dict[str, Any], metric: str) -> str:
-        if f"{metric}_ci95" not in s:  # a record older than the field
+        if f"{metric}_interval" not in s:  # a record older than the field (a bootstrap interval): not shown
             return DASH
-        c = s[f"{metric}_ci95"]
-        return "n < 3: no interval" if c is None else f"[{c[0]:.3f}, {c[1]:.3f}]"
+        c = s[f"{metric}_interval"]
+        return "n < 3: no interval" if c is None else evidence.interval_str(c, s[f"{metric}_coverage"], 3)
 
     text = md_table(
-        ["net", "depth", "n", "params", "train loss", "train acc", "train acc: 95% interval of the median",
-         "test acc", "test acc: 95% interval", "grad norm, first conv, step 1"],
+        ["net", "depth", "n", "params", "train loss", "train acc", "train acc: interval of the median (coverage)",
+         "test acc", "test acc: interval (coverage)", "grad norm, first conv, step 1"],
         [(s["net"], s["depth"], f"{s['n']}" + (f" ({s['diverged']} diverged)" if s.get("diverged") else ""),
           count(s["params"]), med_range(s, "train_loss", three), med_range(s, "train_acc", three),
           ci(s, "train_acc"), med_range(s, "test_acc", three), ci(s, "test_acc"),
@@ -113,30 +115,45 @@ def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] 
     return text
 
 
+def seeds_needed_str(need: dict[str, Any] | None) -> str:
+    """'about 9 seeds (6-40 over the sd's uncertainty) would resolve it', or ''."""
+    if not need:
+        return ""
+    if need["estimate"] >= evidence.MAX_SEEDS:
+        return "no number of seeds within reason would resolve it"
+    lo, hi = need["range"]
+    spread = f" ({lo}-{hi} over the sd's own uncertainty)" if hi != lo else ""
+    return f"about {need['estimate']} seeds{spread} would resolve it"
+
+
 def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
-    """Per depth, residual minus plain accuracy (points), paired by seed, with the 95% percentile-
-    bootstrap interval of the mean difference (resnet_cli/experiments/evidence.py): "resolved at
-    n = k" where it excludes 0, else "not resolved at n = k" with the seeds that would resolve it."""
-    out = []
+    """Per depth, residual minus plain accuracy (points), paired by seed: the sign-flip test's p
+    after Holm over the grid's pairs, and the 95% t-interval of the mean difference
+    (resnet_cli/experiments/evidence.py): "resolved at n = k" where the adjusted p is at most 5%,
+    else "not resolved" with the seeds that would resolve it. Records older than these fields
+    (a bootstrap interval) are not read."""
+    out, can = [], []
     for s in summaries:
         for metric, name in (("train_acc", "training"), ("test_acc", "test")):
             p = (s.get("paired") or {}).get(metric)
-            if not p or p["mean"] is None:
+            if not p or p["mean"] is None or "p_holm" not in p:
                 continue
+            can.append(p["can_resolve"])
             gap = f"ResNet-{s['depth']} minus plain-{s['depth']}, {name} accuracy: {100 * p['mean']:+.1f} points"
-            if p["ci95"] is None:
-                more = f", about {p['seeds_needed']} seeds would resolve it" if p.get("seeds_needed") else ""
-                out.append(f"{gap} (n < 3: no interval, not resolved at n = {p['n']}{more}).")
-            elif p["resolved"]:
-                lo, hi = (100 * x for x in p["ci95"])
-                out.append(f"{gap} [{lo:+.1f}, {hi:+.1f}], resolved at n = {p['n']}.")
+            t = p["t_interval"]
+            ti = f" [{100 * t[0]:+.1f}, {100 * t[1]:+.1f}]" if t else ""
+            test = f"p {p['p']:.3g}, Holm {p['p_holm']:.3g}"
+            if p["resolved"]:
+                out.append(f"{gap}{ti} ({test}), resolved at n = {p['n']}.")
             else:
-                lo, hi = (100 * x for x in p["ci95"])
-                more = f"; about {p['seeds_needed']} seeds would resolve it" if p.get("seeds_needed") else ""
-                out.append(f"{gap} [{lo:+.1f}, {hi:+.1f}], not resolved at n = {p['n']}{more}.")
+                more = seeds_needed_str(p.get("seeds_needed"))
+                out.append(f"{gap}{ti} ({test}), not resolved at n = {p['n']}{'; ' + more if more else ''}.")
     if not out:
         return ""
-    return "Paired by seed (95% interval of the mean difference): " + " ".join(out) + "\n"
+    head = ("Paired by seed (sign-flip test, Holm over the grid's pairs; 95% t-interval of the mean difference)")
+    if not any(can):
+        head += f"; {min(p['n'] for s in summaries for p in (s.get('paired') or {}).values())} seeds cannot resolve a pair at 5%"
+    return head + ": " + " ".join(out) + "\n"
 
 
 def he2016a_table(comparisons: list[dict[str, Any]] | None, train_wall_s: float | None = None) -> str:

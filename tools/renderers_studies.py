@@ -7,9 +7,9 @@ Pure functions, as there: records in, markdown out, checked by tests/test_docs.p
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
-from renderers import DASH, count, duration, fixed, md_table
+from renderers import DASH, count, duration, fixed, md_table, seeds_needed_str
 
 from resnet_cli.experiments import evidence  # the statistics, one place (torch-free)
 
@@ -21,11 +21,11 @@ def paper_cell(value: Any) -> str:
     return value if isinstance(value, str) else f"{value:.2f}"
 
 
-def _ci(r: dict[str, Any]) -> Any:
-    """The row's ci95; recomputed from its per-seed errors for records older than the field."""
-    if "ci95" in r:
-        return r["ci95"]
-    return evidence.describe(r.get("test_errors") or [])["ci95"]
+def _interval(r: dict[str, Any]) -> str:
+    """The median's interval with its coverage; recomputed from the per-seed errors for records
+    older than the field (whose `ci95` was a bootstrap interval labelled 95% it did not hold)."""
+    ev = r if "interval" in r else evidence.describe(r.get("test_errors") or [])
+    return evidence.interval_str(ev["interval"], ev["coverage"])
 
 
 def ablate_table(records: list[dict[str, Any]]) -> str:
@@ -36,7 +36,7 @@ def ablate_table(records: list[dict[str, Any]]) -> str:
         if not r["n"]:
             spread, interval = DASH, DASH
         else:
-            interval = evidence.interval_str(_ci(r))
+            interval = _interval(r)
             if r["test_error_std"] is None:  # one seed: no spread to show
                 spread = f"{fixed(r['test_error_mean'])} ({r['n']})"
             else:
@@ -44,7 +44,7 @@ def ablate_table(records: list[dict[str, Any]]) -> str:
         median = fixed(r["test_error_median"]) + (" **fail**" if r.get("fail") else "")
         rows.append((r["index"], r["row"], median, interval, spread,
                      fixed(r["train_loss"], 4), r["status"], paper_cell(r["paper"])))
-    return md_table(["#", "row", "ours: median %", "95% interval of the median", "mean ± std (n)", "train loss",
+    return md_table(["#", "row", "ours: median %", "interval of the median (coverage)", "mean ± std (n)", "train loss",
                      "status", "paper %"], rows)
 
 
@@ -64,9 +64,8 @@ def _open_pair(p: dict[str, Any]) -> str:
     diff = f"paired difference {p['mean']:+.2f} points"
     if p["sd"] is None:
         return f"{what} ({diff}, one seed: no spread)"
-    more = (f"about {p['seeds_needed']} seeds would resolve it" if p["seeds_needed"] is not None
-            else "no gap to resolve")
-    return f"{what} ({diff}, sd {p['sd']:.2f}; {more})"
+    more = seeds_needed_str(p["seeds_needed"]) or "no gap to resolve"
+    return f"{what} ({diff}, sd {p['sd']:.2f}, p {p['p']:.3g}, Holm {p['p_holm']:.3g}; {more})"
 
 
 def _pairs_reading(pairs: list[dict[str, Any]]) -> str:
@@ -74,8 +73,15 @@ def _pairs_reading(pairs: list[dict[str, Any]]) -> str:
     kept = [p for p in pairs if p["verdict"] == "in order"]
     open_ = [p for p in pairs if p["verdict"] == "unresolved"]
     back = [p for p in pairs if p["verdict"] == "reversed"]
-    out = (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'} (leaving out pairs that both fail here): {len(kept)} in the paper's order "
+    if not any(p["can_resolve"] for p in pairs):
+        return (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'} (leaving out pairs that both fail here) "
+                f"none can be resolved: {evidence.power_line(pairs)}. Gaps: "
+                + "; ".join(_open_pair(p) for p in open_) + ".")
+    out = (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'} (leaving out pairs that both fail here), "
+           f"by the sign-flip test with Holm's adjustment over them: {len(kept)} in the paper's order "
            f"and resolved, {len(open_)} not resolved, {len(back)} reversed and resolved.")
+    if power := evidence.power_line(pairs):
+        out += f" {power[0].upper()}{power[1:]}."
     if kept:
         out += f" In the paper's order (resolved at {_at_n(kept)}): " + ", ".join(
             f"{p['better']} < {p['worse']}" for p in kept) + "."
@@ -87,14 +93,14 @@ def _pairs_reading(pairs: list[dict[str, Any]]) -> str:
     return out
 
 
-def ablate_order(records: list[dict[str, Any]], group: Callable[[str], str] | None = None) -> str:
+def ablate_order(records: list[dict[str, Any]]) -> str:
     """The reading under a study table, generated from its statistics (resnet_cli/experiments/
     evidence.py): per group of rows with a paper figure, both orders best first (a row with no
     figure of ours, diverged, goes last), Kendall's tau of our medians against the paper's figures
     with its permutation p-value, and the pairs counted three ways: in the paper's order and
-    resolved (the paired-by-seed 95% interval excludes 0), not resolved (with the seeds that would
-    resolve it), reversed and resolved; then the paper's "fail"s. Two rows failing here are not a
-    pair. `group` (row label -> group name) compares rows only within their group, as He 2016b
+    resolved (the sign-flip test's Holm-adjusted p at most 5%), not resolved (with the seeds that
+    would resolve it), reversed and resolved; then the paper's "fail"s. Two rows failing here are
+    not a pair. A row's `group` (the study's) compares rows only within their group, as He 2016b
     Table 2 compares the unit orderings of one net at a time."""
     rows = [r for r in records if r.get("event") == "row"]
 
@@ -110,22 +116,28 @@ def ablate_order(records: list[dict[str, Any]], group: Callable[[str], str] | No
             out += (" = " if key(prev) == key(r) else " < ") + str(r["index"])
         return out
 
-    def order(numeric: list[dict[str, Any]], name: str) -> str:
-        theirs = chain(sorted(numeric, key=lambda r: r["paper"]), lambda r: r["paper"])
-        got = evidence.compare([{"index": r["index"], "row": r["row"], "paper": r["paper"],
-                                 "median": r["test_error_median"], "fail": r.get("fail"), "values": _values(r)}
-                                for r in numeric])
-        tau = (f" Kendall's tau {got['kendall_tau']:.2f} (one-sided permutation p = {got['p_value']:.3f}, "
-               f"{got['rows']} rows)." if got["kendall_tau"] is not None else "")
-        return (f"{name}, best first: paper {theirs}; ours {chain(sorted(numeric, key=ours), ours)}.{tau} "
-                + _pairs_reading(got["pairs"]))
-
     numeric = [r for r in rows if isinstance(r["paper"], (int, float))]
+    group_of = {r["row"]: r.get("group") or "" for r in numeric}
+    # One family for Holm: every pair of the study, whichever group it is in.
+    pairs = evidence.compare([{"index": r["index"], "row": r["row"], "paper": r["paper"], "median": r["test_error_median"],
+                               "fail": r.get("fail"), "values": _values(r)} for r in numeric],
+                             group_of.get if any(group_of.values()) else None)["pairs"]
+
+    def order(members: list[dict[str, Any]], key: str) -> str:
+        name = f"{key}: rows with a paper figure" if key else "Rows with a paper figure"
+        theirs = chain(sorted(members, key=lambda r: r["paper"]), lambda r: r["paper"])
+        ranked = [r for r in members if r["test_error_median"] is not None]
+        got = evidence.kendall([r["test_error_median"] for r in ranked], [r["paper"] for r in ranked])
+        how = "exact" if got.get("p_exact", True) else "Monte Carlo"
+        tau = (f" Kendall's tau {got['kendall_tau']:.2f} (one-sided permutation p = {got['p_value']:.3f}, {how}, "
+               f"{got['rows']} rows)." if got["kendall_tau"] is not None else "")
+        return (f"{name}, best first: paper {theirs}; ours {chain(sorted(members, key=ours), ours)}.{tau} "
+                + _pairs_reading([p for p in pairs if (p["group"] or "") == key]))
+
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in numeric:
-        groups.setdefault(group(r["row"]) if group else "", []).append(r)
-    parts = [order(members, f"{key}: rows with a paper figure" if key else "Rows with a paper figure")
-             for key, members in groups.items() if len(members) >= 2]
+        groups.setdefault(group_of[r["row"]], []).append(r)
+    parts = [order(members, key) for key, members in groups.items() if len(members) >= 2]
     paper_fails = [r for r in rows if r["paper"] == "fail"]
     if paper_fails:
         here = [str(r["index"]) for r in paper_fails if failed(r)]

@@ -12,6 +12,7 @@ from .. import errors, output
 from ..cli import command
 from ..errors import PipeClosed, UserError
 from ..experiments import degrade as deg
+from ..experiments import evidence
 from ..experiments.degrade import DEFAULT_CONFIG, NETS
 from ..experiments.degrade_runs import load_record
 from ..spec import load_tree
@@ -267,9 +268,10 @@ def _cell(s: dict[str, Any], metric: str, digits: int) -> str:
     lines = [output.fmt(med, digits)]
     if med is not None and s["n"] > 1:
         lines.append(f"{output.fmt(lo, digits)}-{output.fmt(hi, digits)}")
-    ci = s.get(f"{metric}_ci95")
-    if ci is not None:  # the median's 95% bootstrap interval (none below 3 seeds)
-        lines.append(f"{output.fmt(ci[0], digits)}~{output.fmt(ci[1], digits)}")
+    ci = s.get(f"{metric}_interval")
+    if ci is not None:  # the median's order-statistic interval and its coverage (none below 3 seeds)
+        lines.append(f"{output.fmt(ci[0], digits)}~{output.fmt(ci[1], digits)} "
+                     f"{evidence.coverage_label(s[f'{metric}_coverage'])}")
     ref = s.get("reference") or {}
     if metric in ref:
         lines.append(f"[dim]pub {ref[metric]:.{digits}f}[/]")
@@ -287,8 +289,8 @@ def _table(summaries: list[dict[str, Any]], plan):
         rows.append((net, str(s["depth"]), output.params_str(s["params"]), _cell(s, "train_loss", 3),
                      _cell(s, "train_acc", 2), _cell(s, "test_acc", 2), _cell(s, "grad_norm_first_layer", 2)))
     sources = sorted({(s.get("reference") or {}).get("source") for s in summaries} - {None})
-    caption = ("each cell: median over seeds, min-max below, then the median's 95% bootstrap interval (lo~hi; "
-               "none below 3 seeds); train = the last epoch's average; accuracies as "
+    caption = ("each cell: median over seeds, min-max below, then the median's order-statistic interval with "
+               "the coverage it has (lo~hi NN%; none below 3 seeds); train = the last epoch's average; accuracies as "
                "fractions; grad@1 = ||dE/dW|| of the first conv at step 1"
                + (f"; pub = published ({'; '.join(sources)})" if sources else ""))
     return output.table(f"degradation: plain vs residual ({plan.source})",

@@ -27,7 +27,7 @@ def report(
                                                                  "the gated runs here (PNG).")] = None,
     json_: common.Json = False,
 ) -> None:
-    """One table per study (row, test error median with its 95% bootstrap interval, mean ± std over
+    """One table per study (row, test error median with its interval and coverage, mean ± std over
     seeds, n, training loss, status, the paper's figure; Kendall's tau against the paper's order),
     read only from study.json, spec.yaml, summary.json, metrics.jsonl. The same spec and seed found
     twice counts once."""

@@ -270,11 +270,12 @@ PAIRED = ("train_acc", "test_acc")
 
 
 def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Median and min-max over seeds per (net, depth), with mean, std and the median's 95% bootstrap
-    interval (evidence.py; none below 3 seeds); n counts runs, diverged ones included in n and named
-    (a diverged run keeps the metrics of its last completed epoch, if any). The residual row of a
-    depth also carries `paired`: residual minus plain per metric, paired by seed (the twins share
-    every seed), with the interval of the mean difference."""
+    """Median and min-max over seeds per (net, depth), with mean, std and the median's
+    order-statistic interval with its coverage (evidence.py; none below 3 seeds); n counts runs,
+    diverged ones included in n and named (a diverged run keeps the metrics of its last completed
+    epoch, if any). The residual row of a depth also carries `paired`: residual minus plain per
+    metric, paired by seed (the twins share every seed), with the sign-flip p, its Holm adjustment
+    over all the grid's pairs, and the t-interval of the mean difference."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["net"], r["depth"]), []).append(r)
@@ -288,7 +289,8 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for stat, value in _stats(values).items():
                 row[f"{metric}_{stat}"] = value
             ev = evidence.describe(values)
-            row[f"{metric}_mean"], row[f"{metric}_std"], row[f"{metric}_ci95"] = ev["mean"], ev["std"], ev["ci95"]
+            row[f"{metric}_mean"], row[f"{metric}_std"] = ev["mean"], ev["std"]
+            row[f"{metric}_interval"], row[f"{metric}_coverage"] = ev["interval"], ev["coverage"]
         twin_runs = groups.get(("plain", depth)) if net == "residual" else None
         if twin_runs:
             row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs})
@@ -298,6 +300,7 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if ref:
             row["reference"] = ref
         out.append(row)
+    evidence.adjust([row["paired"][m] for row in out if "paired" in row for m in PAIRED])  # one family: the grid
     return out
 
 

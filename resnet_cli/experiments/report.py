@@ -57,6 +57,7 @@ class RunRecord:
     dataset: str | None = None
     message: str = ""
     budget: int = 1  # a multiple of the preset's length (`resnet ablate --budgets`)
+    group: str | None = None  # the study row's group: pairs are compared within it
 
 
 @dataclass
@@ -65,6 +66,7 @@ class RowStats:
     row: str
     paper: float | str | None
     runs: list[RunRecord] = field(default_factory=list)
+    group: str | None = None
 
     @property
     def errors(self) -> list[float]:
@@ -80,7 +82,7 @@ class RowStats:
                 for r in self.runs}
 
     def evidence(self) -> dict[str, Any]:
-        """median, mean, std, n and the median's 95% bootstrap interval (evidence.py)."""
+        """median, mean, std, n and the median's order-statistic interval with its coverage (evidence.py)."""
         return evidence.describe(self.errors)
 
     def median(self) -> float | None:
@@ -204,7 +206,8 @@ def load_run(path: Path, metric: str | None = None) -> RunRecord | None:
                         preset=str(study.get("preset", "-")), paper_metric=study.get("paper_metric"),
                         index=int(study.get("index", 0)), row=str(study.get("row", path.name)),
                         seed=study.get("seed"), paper=study.get("paper"), status="pending",
-                        fail_above=study.get("fail_above"), budget=int(study.get("budget", 1)))
+                        fail_above=study.get("fail_above"), budget=int(study.get("budget", 1)),
+                        group=study.get("group"))
     else:
         rec = RunRecord(path=path, study="runs", title="runs", preset="-", paper_metric=None, index=0,
                         row=describe(tree), seed=tree.get("run", {}).get("seed"), paper=None, status="pending")
@@ -312,8 +315,8 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
             rec = RunRecord(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
                             paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,
                             paper=run.row.paper, status="pending", dataset=run.spec.data.dataset)
-        rec.study, rec.title, rec.preset, rec.index, rec.row, rec.paper = (
-            base["study"], base["title"], base["preset"], base["index"], base["row"], base["paper"])
+        rec.study, rec.title, rec.preset, rec.index, rec.row, rec.paper, rec.group = (
+            base["study"], base["title"], base["preset"], base["index"], base["row"], base["paper"], base.get("group"))
         rec.dataset = rec.dataset or run.spec.data.dataset
         rec.fail_above = plan.fail_above
         rec.budget = run.budget
@@ -335,7 +338,7 @@ def aggregate(records: list[RunRecord]) -> list[StudyTable]:
             table = studies[key] = StudyTable(rec.study, rec.title, rec.preset, rec.paper_metric, [], rec.budget)
         row = next((r for r in table.rows if r.index == rec.index and r.row == rec.row), None)
         if row is None:
-            row = RowStats(rec.index, rec.row, rec.paper)
+            row = RowStats(rec.index, rec.row, rec.paper, group=rec.group)
             table.rows.append(row)
         row.runs.append(rec)
     for table in studies.values():

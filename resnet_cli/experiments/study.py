@@ -68,6 +68,9 @@ class Row(_Strict):
     # Presets this row belongs to (None: all). A row whose data a preset would replace (a CIFAR-100
     # figure under a digits budget) can say it is meaningful only in `paper`.
     only_in: list[str] | None = None
+    # Rows are compared with the paper's order only within their group (None: one group): He 2016b
+    # Table 2 orders the units of one net at a time, so its 110- and 164-layer rows are two groups.
+    group: str | None = None
 
 
 class Preset(_Strict):
@@ -136,6 +139,7 @@ class PlannedRow:
     label: str
     paper: PaperFigure
     spec: Spec  # the row's spec; each of its runs sets run.seed and run.out
+    group: str | None = None  # Row.group
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,7 @@ class PlannedRun:
             "index": self.row.index, "row": self.row.label, "seed": self.seed, "paper": self.row.paper,
             "fail_above": plan.fail_above, "metric": plan.metric,
             **({"budget": self.budget} if self.budget != 1 else {}),
+            **({"group": self.row.group} if self.row.group else {}),
         }
 
 
@@ -346,7 +351,7 @@ def plan(name: str, preset: str = "paper", results: str | Path | None = None, se
         if study.metric == "val_error" and not spec.data.val_split:
             raise UserError(f"{where}: the study reports val_error but data.val_split is 0; "
                             "hold images out (data.val_split > 0) or use metric: test_error")
-        planned.append(PlannedRow(index=i, label=row.label, paper=row.paper, spec=spec))
+        planned.append(PlannedRow(index=i, label=row.label, paper=row.paper, spec=spec, group=row.group))
 
     run_seeds = list(seeds) if seeds else list(chosen.seeds or study.seeds)
     out = Path(results) if results is not None else Path("runs") / "ablate" / f"{study_name}-{preset}"

@@ -44,6 +44,9 @@ def test_verdict_on_hand_made_numbers():
     assert budgets.verdict({1: 12.0, 2: 8.0}, 20.0) == "trains"
     assert budgets.verdict({1: 35.0, 2: 19.0, 4: 5.0}, 20.0) == "slow"
     assert budgets.verdict({1: 88.0, 2: 88.1, 4: 87.9}, 20.0) == "fails"
+    # Above 20% at every budget but 11 points lower at 4x (He 2016b's 1x1 conv row on digits): not "fails".
+    assert budgets.verdict({1: 82.5, 2: 77.2, 4: 71.1}, 20.0) == "falling"
+    assert budgets.verdict({1: 30.0, 2: 28.5}, 20.0) == "fails"  # 1.5 points: not past FALLING
     assert budgets.verdict({1: 88.0, 2: None}, 20.0) == "incomplete"
 
 
@@ -87,7 +90,8 @@ def test_report_rebuilds_the_budget_table_from_run_directories(in_tmp):
     assert [x["iters_to_threshold"] for x in rows] == [200, 400, None]
     assert rows[1]["test_error_median"] == {"1x": 40.0, "2x": 18.0}
     tighter = [json.loads(line) for line in invoke("report", root, "--json", "--threshold", 10).stdout.splitlines()]
-    assert [x["verdict"] for x in tighter] == ["slow", "fails", "fails"]
+    # b: 40% then 18%, above 10% at both budgets but 22 points lower: falling, not fails; c: 90 -> 89.
+    assert [x["verdict"] for x in tighter] == ["slow", "falling", "fails"]
 
 
 def test_ablate_budgets_1_2_gives_a_slow_or_fails_column(in_tmp):

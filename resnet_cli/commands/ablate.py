@@ -46,7 +46,7 @@ def ablate(
                                  "--jobs workers).")] = None,
     budgets: Annotated[Optional[str], typer.Option(
         "--budgets", help="Also run every row at these multiples of the preset's length (lr milestones "
-                          "scaled), e.g. 1,2,4, and say per row: trains, slow or fails.")] = None,
+                          "scaled), e.g. 1,2,4, and say per row: trains, slow, falling or fails.")] = None,
     threshold: Annotated[Optional[float], typer.Option(
         "--threshold", help="Test error % a row must reach for --budgets (default: the study's fail_above).")] = None,
     figure: Figure = None,

@@ -383,3 +383,32 @@ def test_section_mode_runs_only_the_named_sections_jobs(monkeypatch, capsys):
     assert ran == ["degrade-fashion-16"]  # the 8-epoch grid's saved output is read, not rerun
     assert docs_tables.main(["section", "no-such-table"]) == 2
     assert "sections:" in capsys.readouterr().err
+
+
+def test_every_resolved_pair_a_reading_names_is_resolved_after_holm():
+    """The readings are generated from the adjusted tests only: every pair the sentence calls
+    resolved (in order or reversed) is one whose Holm-adjusted sign-flip p is at most 5%, and every
+    such pair is named. Five rows at 10 seeds (10 pairs: Holm asks p <= 0.005, which 8 seeds cannot
+    give), gaps from none to large."""
+    import re
+
+    import numpy as np
+
+    from resnet_cli.experiments import evidence
+
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=10)
+    records = [_row(i, list(10 + gap + base + rng.normal(scale=0.3, size=10)), 5.0 + i)
+               for i, gap in enumerate((0.0, 0.1, 0.3, 1.0, 3.0), 1)]
+    text = S.ablate_order(records)
+    named = set()
+    for part in re.findall(r"(?:In the paper's order|Reversed) \(resolved at n = 10\): ([^.]*)\.", text):
+        for item in part.split(", "):
+            a, b = (int(x) for x in re.findall(r"\d+", item)[:2])
+            named.add(frozenset((a, b)))
+    pairs = evidence.compare([{"index": r["index"], "row": r["row"], "paper": r["paper"], "median": r["test_error_median"],
+                               "fail": False, "values": dict(zip(r["seeds"], r["test_errors"]))} for r in records])["pairs"]
+    resolved = {frozenset((p["better"], p["worse"])) for p in pairs if p["p_holm"] <= 0.05}
+    assert named == resolved and resolved and len(resolved) < len(pairs)  # some resolved, some not
+    # Rows 1 and 3 differ at raw p 0.035 but not after Holm (0.070): a reading from raw p would name them.
+    assert any(p["p"] <= 0.05 < p["p_holm"] for p in pairs) and frozenset((1, 3)) not in named

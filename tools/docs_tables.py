@@ -270,14 +270,14 @@ def _sections() -> list[Section]:
                 lambda o: S.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
                 target="docs-studies"),
     ]
-    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: _study(o[f"ablate-{s}"], s),
+    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: _study(o[f"ablate-{s}"]),
                          target="docs-studies") for s in STUDIES]
     sections += [Section(f"ablate-fashion-{s}", "ablate.md", (f"ablate-fashion-{s}",),
-                         lambda o, s=s: _study(o[f"ablate-fashion-{s}"], s), target="docs-fashion-studies")
+                         lambda o, s=s: _study(o[f"ablate-fashion-{s}"]), target="docs-fashion-studies")
                  for s in FASHION_STUDIES]
     sections += [Section(f"ablate-{s}", "vit.md", (f"ablate-{s}",), lambda o, s=s: S.ablate_table(o[f"ablate-{s}"]),
                          target="docs-studies") for s in VIT_STUDIES]
-    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: _study(o[f"ablate-{s}"], s),
+    sections += [Section(f"ablate-{s}", "ablate.md", (f"ablate-{s}",), lambda o, s=s: _study(o[f"ablate-{s}"]),
                          target="docs-studies") for s in NORM_STUDIES]
     sections.append(Section("ablate-vit-times", "vit.md", tuple(f"ablate-{s}" for s in VIT_STUDIES),
                             lambda o: S.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1])
@@ -303,7 +303,7 @@ def _sections() -> list[Section]:
 
 # He 2016b Table 2 compares the unit orderings of ResNet-110 and of ResNet-164, each net on its
 # own (the presets give them different widths): the order is counted within each net.
-def _study(records: list[dict[str, Any]], study: str = "") -> str:
+def _study(records: list[dict[str, Any]]) -> str:
     """A study's table, then its rows' order against the paper's (within each row's group)."""
     return S.ablate_table(records) + "\n" + S.ablate_order(records)
 

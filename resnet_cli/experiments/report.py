@@ -206,8 +206,7 @@ def load_run(path: Path, metric: str | None = None) -> RunRecord | None:
                         preset=str(study.get("preset", "-")), paper_metric=study.get("paper_metric"),
                         index=int(study.get("index", 0)), row=str(study.get("row", path.name)),
                         seed=study.get("seed"), paper=study.get("paper"), status="pending",
-                        fail_above=study.get("fail_above"), budget=int(study.get("budget", 1)),
-                        group=study.get("group"))
+                        fail_above=study.get("fail_above"), budget=int(study.get("budget", 1)), group=study.get("group"))
     else:
         rec = RunRecord(path=path, study="runs", title="runs", preset="-", paper_metric=None, index=0,
                         row=describe(tree), seed=tree.get("run", {}).get("seed"), paper=None, status="pending")

@@ -256,8 +256,9 @@ def test_diverged_row_is_marked_and_the_sweep_goes_on(in_tmp):
     r = invoke("ablate", path, "--out", "res", "--jobs", 1, "--json")
     assert r.exit_code == 0, r.stderr
     rows = {x["row"]: x for x in rows_of(r.stdout)}
-    assert rows["absurd lr"]["status"] == "diverged" and rows["absurd lr"]["n"] == 0
-    assert rows["absurd lr"]["diverged"] == 1 and rows["absurd lr"]["test_error_median"] is None
+    # Counted, not left out: a failed run at the digits' chance error, 9 in 10 wrong.
+    assert rows["absurd lr"]["status"] == "diverged" and rows["absurd lr"]["n"] == 1
+    assert rows["absurd lr"]["diverged"] == 1 and rows["absurd lr"]["test_error_median"] == 90.0
     assert rows["identity"]["status"] == rows["plain"]["status"] == "completed"
     # One run alone reports divergence as `resnet train` does: exit code 3.
     shutil.rmtree(in_tmp / "res" / "03-absurd-lr-s0")

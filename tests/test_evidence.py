@@ -226,6 +226,21 @@ def test_seeds_needed_matches_the_published_power_tables():
     assert evidence.seeds_needed([1.0, 1.0, 1.0]) is None  # no spread: nothing to plan from
 
 
+def test_seeds_needed_among_many_pairs_asks_for_holms_first_step():
+    """Among 5 pairs Holm's first step is 1%: effect 1.0 then needs about 15 pairs (Guenther's
+    approximation, ((z_.995 + z_.80) / d)^2 + z_.995^2 / 2 = 11.7 + 3.3 = 15.0, which runs at most one
+    pair under the exact figure), against 10 at 5% (above). A huge gap needs only
+    the sign-flip floor: 6 seeds alone (2/2^6 = 0.031 <= 0.05), 9 among 11 pairs (2/2^9 = 0.0039 <=
+    0.05/11 = 0.0045 < 2/2^8)."""
+    assert evidence.seeds_needed([0.0, 1.0, 2.0], family=5)["estimate"] in (15, 16)
+    assert evidence.seeds_needed([10.0, 11.0, 12.0])["estimate"] == 6
+    assert evidence.seeds_needed([10.0, 11.0, 12.0], family=11)["estimate"] == 9
+    six = dict(enumerate([1.0] * 6))
+    worse = {s: v + 1 + s / 10 for s, v in six.items()}
+    assert evidence.paired(six, worse)["can_resolve"] is True
+    assert evidence.paired(six, worse, family=11)["can_resolve"] is False  # 2/64 > 0.05/11
+
+
 def _null_family_false_positive(n, pairs=10, trials=200, rng=None, rule=None):
     """Share of trials in which any of `pairs` null pairs (two rows from one normal) is resolved."""
     hits = 0

@@ -1,6 +1,6 @@
 """The study bar chart (`resnet ablate --figure`, `resnet report --figure`): every seed shown, the legend narrow."""
 
-from resnet_cli.experiments import report
+from resnet_cli.experiments import report, report_figure
 
 from test_fidelity import _write_run
 
@@ -22,7 +22,7 @@ def test_study_figure_shows_every_seed(tmp_path, monkeypatch):
         return real(fig, path)
 
     monkeypatch.setattr(figures, "save", save)
-    report.figure(table, tmp_path / "fig.png")
+    report_figure.figure(table, tmp_path / "fig.png")
     assert seen["top"] > 80.0 and seen["top"] > row.median() + row.std()
 
 
@@ -42,7 +42,7 @@ def test_a_long_paper_metric_is_wrapped_not_widening_the_figure(tmp_path, monkey
         return real(fig, path)
 
     monkeypatch.setattr(figures, "save", save)
-    report.figure(table, tmp_path / "fig.png")
+    report_figure.figure(table, tmp_path / "fig.png")
     (paper,) = [t for t in texts if t.startswith("paper (")]
     assert paper.replace("\n", " ") == f"paper ({metric})"
     assert max(len(line) for line in paper.splitlines()) <= 40

@@ -37,10 +37,11 @@ def ablate_table(records: list[dict[str, Any]]) -> str:
             spread, interval = DASH, DASH
         else:
             interval = _interval(r)
+            n = f"{r['n']}, {r['diverged']} diverged" if r.get("diverged") else f"{r['n']}"  # counted at chance
             if r["test_error_std"] is None:  # one seed: no spread to show
-                spread = f"{fixed(r['test_error_mean'])} ({r['n']})"
+                spread = f"{fixed(r['test_error_mean'])} ({n})"
             else:
-                spread = f"{fixed(r['test_error_mean'])} ± {fixed(r['test_error_std'])} ({r['n']})"
+                spread = f"{fixed(r['test_error_mean'])} ± {fixed(r['test_error_std'])} ({n})"
         median = fixed(r["test_error_median"]) + (" **fail**" if r.get("fail") else "")
         rows.append((r["index"], r["row"], median, interval, spread,
                      fixed(r["train_loss"], 4), r["status"], paper_cell(r["paper"])))

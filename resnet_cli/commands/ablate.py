@@ -15,7 +15,7 @@ from .. import errors, figures, output
 from ..cli import command
 from ..errors import PipeClosed, UserError
 from ..experiments import budgets as budgets_mod
-from ..experiments import report, sweep
+from ..experiments import report, report_figure, sweep
 from ..experiments import study as study_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
@@ -201,7 +201,7 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
         output.render([*(report.row_json(table, row) for row in table.rows), report.study_json(table)], fmt,
                       output.View(draw=lambda width: report.render(table, width=width)))
     if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
-        output.info(f"figure: {report.figure(table, figure_path)}")
+        output.info(f"figure: {report_figure.figure(table, figure_path)}")
 
 
 def _budget_table(tables, threshold: float | None, fmt, plan) -> None:

@@ -11,7 +11,7 @@ from .. import figures, output
 from ..cli import command
 from ..errors import UserError
 from ..experiments import budgets, gate_figure
-from ..experiments import report as report_mod
+from ..experiments import report as report_mod, report_figure
 from . import common
 
 
@@ -56,6 +56,6 @@ def report(
         for table in tables:
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")
-            output.info(f"figure: {report_mod.figure(table, path)}")
+            output.info(f"figure: {report_figure.figure(table, path)}")
     if gates_target is not None:
         output.info(f"gates: {gate_figure.figure(root, gates_target)}")

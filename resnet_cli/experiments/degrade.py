@@ -272,17 +272,18 @@ PAIRED = ("train_acc", "test_acc")
 def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Median and min-max over seeds per (net, depth), with mean, std and the median's
     order-statistic interval with its coverage (evidence.py; none below 3 seeds); n counts runs,
-    diverged ones included in n and named (a diverged run keeps the metrics of its last completed
-    epoch, if any). The residual row of a depth also carries `paired`: residual minus plain per
+    diverged ones included in n and named (a diverged run counts as a failed run at chance,
+    degrade_runs.py, in the medians, the intervals and the pairs alike). The residual row of a depth also carries `paired`: residual minus plain per
     metric, paired by seed (the twins share every seed), with the sign-flip p, its Holm adjustment
     over all the grid's pairs, and the t-interval of the mean difference."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["net"], r["depth"]), []).append(r)
+    family = len(PAIRED) * sum(net == "residual" and ("plain", depth) in groups for net, depth in groups)
     out = []
     for (net, depth), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], NETS.index(kv[0][0]))):
         row: dict[str, Any] = {"event": "summary", "net": net, "depth": depth, "n": len(runs),
-                               "diverged": sum(r["status"] == "diverged" for r in runs),
+                               "diverged": sum(bool(r.get("diverged", r["status"] == "diverged")) for r in runs),
                                "params": runs[0]["params"], "seeds": [r["seed"] for r in runs]}
         for metric in ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer"):
             values = [r[metric] for r in runs]
@@ -293,8 +294,8 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[f"{metric}_interval"], row[f"{metric}_coverage"] = ev["interval"], ev["coverage"]
         twin_runs = groups.get(("plain", depth)) if net == "residual" else None
         if twin_runs:
-            row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs})
-                             for m in PAIRED}
+            row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs},
+                                                family) for m in PAIRED}
         # The published figures are for conv nets; a vit grid on the same data has none.
         ref = REFERENCE.get((runs[0]["dataset"], net, depth)) if runs[0].get("family") != "vit" else None
         if ref:

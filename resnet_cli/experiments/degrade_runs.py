@@ -3,7 +3,8 @@
 Each (net, depth, seed) trains into OUT/runs/<net>-<depth>-seed<seed> through the sweep engine, as
 `resnet train` would, so `resnet lesion`, `landscape` and `paths` can read the trained net. Its
 record comes from that directory: summary.json (status, last-epoch training loss and error, test
-error), spec.yaml (net, depth, data) and probe.json (the first layer's gradient norm at step 1 and
+error; a diverged run counts at chance: accuracy 1/classes, training loss ln(classes), a uniform
+guess's), spec.yaml (net, depth, data) and probe.json (the first layer's gradient norm at step 1 and
 the He 2016a Fig. 6 curve, written by the `degrade` probe, training/curve.py).
 
 Output directories of earlier versions kept each run's probe values in OUT/runs.jsonl (one record
@@ -14,16 +15,30 @@ there, so those grids still report and their finished runs are reused as they ar
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+from .. import spec as spec_mod
 from ..spec import yamlio
+from ..spec.datasets import shape_of
 from ..errors import UserError
 from ..training.curve import PROBE
 from .sweep import FINAL  # the statuses a run ends in: one definition for the sweep and its readers
 
 RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
 LEGACY_RUNS = "runs.jsonl"  # earlier versions' per-run records (read, never written)
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _classes(tree: dict[str, Any]) -> int | None:
+    try:
+        return shape_of(spec_mod.load(tree).data)[1]
+    except (UserError, KeyError, AttributeError):
+        return None
 
 
 def run_name(net: str, depth: int, seed: int) -> str:
@@ -72,11 +87,20 @@ def load_record(path: Path, out_dir: Path, legacy: dict[str, dict[str, Any]] | N
     def acc(error: float | None) -> float | None:
         return None if error is None else 1.0 - error / 100.0
 
+    train_loss, train_acc, test_acc = (summary.get("train_loss"), acc(summary.get("train_error")),
+                                       acc(summary.get("test_error")))
+    if summary["status"] == "diverged" or not _finite(test_acc):
+        # A failed run at chance, as every study table counts it (never its last good epoch's
+        # metrics: a diverged depth would be judged on what it was before it failed).
+        classes = _classes(tree)
+        train_loss, train_acc, test_acc = ((math.log(classes), 1.0 / classes, 1.0 / classes) if classes
+                                           else (None, None, None))
     return {
         "event": "run", "net": "plain" if kind == "none" else "residual", "depth": model.get("depth"),
         "seed": (tree.get("run") or {}).get("seed"), "status": summary["status"],
-        "train_loss": summary.get("train_loss"), "train_acc": acc(summary.get("train_error")),
-        "test_acc": acc(summary.get("test_error")), "grad_norm_first_layer": probe.get("grad_norm_first_layer"),
+        "diverged": summary["status"] == "diverged" or not _finite(summary.get("test_error")),
+        "train_loss": train_loss, "train_acc": train_acc,
+        "test_acc": test_acc, "grad_norm_first_layer": probe.get("grad_norm_first_layer"),
         "params": summary.get("params"), "shortcut": kind, "family": model.get("family"),
         "dataset": data.get("dataset"), "iterations": summary.get("iterations"), "epochs": summary.get("epochs"),
         "wall_s": summary.get("wall_time_s"), "curve": probe.get("curve") or [], "run_dir": rel,

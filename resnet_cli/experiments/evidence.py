@@ -16,11 +16,11 @@ degrade` and the docs' renderers in tools/). Torch-free: scipy and numpy only.
   Beside it, the 95% t-interval of the mean difference (Student; it assumes normal differences).
 - Many pairs in one study (or one degrade grid): Holm's step-down adjustment keeps the chance of
   any false "resolved" at 5%; a pair is resolved when its Holm-adjusted p is at most 5%.
-- Seeds needed: the paired t-test's sample size for 80% power at 5% (two-sided) for the observed
-  mean gap, computed from the noncentral t; as a range over the central 80% interval of the
-  differences' sd (chi-square, n - 1 degrees of freedom), since an sd from 3 seeds is itself very
-  uncertain; never below the 6 seeds the sign-flip test needs. The gap is the observed one: a
-  planning figure, not a promise.
+- Seeds needed: the paired t-test's sample size for 80% power at 5% (two-sided; 5% / m among m
+  pairs, Holm's strictest step) for the observed mean gap, computed from the noncentral t; as a
+  range over the central 80% interval of the differences' sd (chi-square, n - 1 degrees of
+  freedom), since an sd from 3 seeds is itself very uncertain; never below the seeds the sign-flip test needs at that level (6 alone, 9 among 11
+  pairs). The gap is the observed one: a planning figure, not a promise.
 - Against the paper's order: Kendall's tau-b between our medians and the paper's figures with its
   one-sided permutation p (ours agree with the paper's order better than chance), exact by
   enumerating all n! orders up to 8 rows, a seeded Monte Carlo above (said in the result).
@@ -122,9 +122,10 @@ def smallest_p(n: int) -> float:
     return 2.0 / 2 ** n if n else 1.0
 
 
-def seeds_to_resolve() -> int:
-    """The fewest seeds whose sign-flip test can reach ALPHA at all."""
-    return next(n for n in itertools.count(1) if smallest_p(n) <= ALPHA)
+def seeds_to_resolve(family: int = 1) -> int:
+    """The fewest seeds whose sign-flip test can reach ALPHA at all, in a family of `family` pairs
+    after Holm (whose first step asks for ALPHA / family): 6 alone, 9 among 11 pairs."""
+    return next(n for n in itertools.count(1) if smallest_p(n) <= ALPHA / max(family, 1))
 
 
 def t_interval(diffs: Sequence[float]) -> list[float] | None:
@@ -142,15 +143,15 @@ def t_interval(diffs: Sequence[float]) -> list[float] | None:
 MAX_SEEDS = 10 ** 6  # seeds needed past this: reported as this (the gap is noise for any budget)
 
 
-def _t_test_n(gap: float, sd: float) -> int:
-    """Seeds for a paired two-sided t-test at ALPHA to have POWER against a true mean gap `gap`
+def _t_test_n(gap: float, sd: float, alpha: float = ALPHA) -> int:
+    """Seeds for a paired two-sided t-test at `alpha` to have POWER against a true mean gap `gap`
     (power rises with n: doubled until it is reached, then bisected)."""
     from scipy import stats
 
     effect = abs(gap) / sd
 
     def power(n: int) -> float:
-        t_crit = stats.t.ppf(1 - ALPHA / 2, n - 1)
+        t_crit = stats.t.ppf(1 - alpha / 2, n - 1)
         nc = effect * math.sqrt(n)
         return stats.nct.sf(t_crit, n - 1, nc) + stats.nct.cdf(-t_crit, n - 1, nc)
 
@@ -165,10 +166,11 @@ def _t_test_n(gap: float, sd: float) -> int:
     return hi
 
 
-def seeds_needed(diffs: Sequence[float]) -> dict[str, Any] | None:
+def seeds_needed(diffs: Sequence[float], family: int = 1) -> dict[str, Any] | None:
     """Seeds at which the observed mean gap would be resolved with POWER (see the module's note):
     `estimate` from the measured sd, `range` over its central SD_RANGE interval; None without a gap
-    or a spread."""
+    or a spread. Among `family` pairs the level is ALPHA / family, Holm's strictest step, so the
+    figure is enough wherever the pair falls in Holm's order."""
     from scipy import stats
 
     d = _finite(diffs)
@@ -181,15 +183,17 @@ def seeds_needed(diffs: Sequence[float]) -> dict[str, Any] | None:
     tail = (1 - SD_RANGE) / 2
     sd_lo = sd * math.sqrt(df / stats.chi2.ppf(1 - tail, df))
     sd_hi = sd * math.sqrt(df / stats.chi2.ppf(tail, df))
-    floor = seeds_to_resolve()
-    return {"estimate": max(floor, _t_test_n(gap, sd)),
-            "range": [max(floor, _t_test_n(gap, sd_lo)), max(floor, _t_test_n(gap, sd_hi))]}
+    floor, alpha = seeds_to_resolve(family), ALPHA / max(family, 1)
+    return {"estimate": max(floor, _t_test_n(gap, sd, alpha)),
+            "range": [max(floor, _t_test_n(gap, sd_lo, alpha)), max(floor, _t_test_n(gap, sd_hi, alpha))]}
 
 
-def paired(a: Mapping[Any, float | None], b: Mapping[Any, float | None]) -> dict[str, Any]:
+def paired(a: Mapping[Any, float | None], b: Mapping[Any, float | None], family: int = 1) -> dict[str, Any]:
     """b - a over the seeds both rows have (per-seed values keyed by seed): mean, median and sd of
-    the differences, n, the t-interval of the mean, the sign-flip p, and seeds_needed. `p_holm` and
-    `resolved` come from `holm` over the pairs of a study (`adjust`); alone, a pair is its own family."""
+    the differences, n, the t-interval of the mean, the sign-flip p, `can_resolve` (whether its n
+    can reach Holm's first step among `family` pairs at all) and seeds_needed (for that family).
+    `p_holm` and `resolved` come from `holm` over the pairs of a study (`adjust`); alone, a pair is
+    its own family."""
     seeds = sorted(s for s in a if s in b and len(_finite([a[s], b[s]])) == 2)
     diffs = [float(b[s]) - float(a[s]) for s in seeds]
     n = len(diffs)
@@ -198,7 +202,8 @@ def paired(a: Mapping[Any, float | None], b: Mapping[Any, float | None]) -> dict
                            "median": statistics.median(diffs) if diffs else None,
                            "sd": statistics.stdev(diffs) if n >= 2 else None, "t_interval": t_interval(diffs),
                            "p": test["p"], "p_exact": test["exact"], "p_se": test["p_se"],
-                           "can_resolve": smallest_p(n) <= ALPHA, "seeds_needed": seeds_needed(diffs)}
+                           "can_resolve": smallest_p(n) <= ALPHA / max(family, 1),
+                           "seeds_needed": seeds_needed(diffs, family)}
     return adjust([out])[0]
 
 
@@ -301,16 +306,17 @@ def compare(rows: Sequence[Mapping[str, Any]], group: Callable[[str], str] | Non
     def measured(r: Mapping[str, Any]) -> bool:
         return bool(_finite(list(r["values"].values())))
 
-    pairs = []
+    matched = []
     for name, members in groups.items():
         for k, a in enumerate(members):
             for b in members[k + 1:]:
-                # A row with no completed seed (diverged) has nothing to pair; the tables say it fails.
+                # A row with no value (no finished seed; diverged ones count at chance error where their
+                # dataset is known) has nothing to pair.
                 if a["paper"] == b["paper"] or (failed(a) and failed(b)) or not (measured(a) and measured(b)):
                     continue
-                better, worse = (a, b) if a["paper"] < b["paper"] else (b, a)
-                pairs.append({"group": name or None, "better": better["index"], "worse": worse["index"],
-                              **paired(better["values"], worse["values"])})
+                matched.append((name, *((a, b) if a["paper"] < b["paper"] else (b, a))))
+    pairs = [{"group": name or None, "better": better["index"], "worse": worse["index"],
+              **paired(better["values"], worse["values"], len(matched))} for name, better, worse in matched]
     for p in adjust(pairs):
         p["verdict"] = ("in order" if p["resolved"] and p["mean"] > 0 else
                         "reversed" if p["resolved"] and p["mean"] < 0 else "unresolved")

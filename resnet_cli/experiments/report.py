@@ -8,11 +8,13 @@ or cut off, the last record of `metrics.jsonl`. Runs without `study.json` (plain
 runs) are grouped by their spec, seeds pooled, under the study name `runs`.
 
 Honest reporting (He 2016b reports medians of 5 runs): each row shows the median and mean ± std of
-the *last* epoch's test error over its completed seeds, with n and the median's 95% bootstrap
-interval (evidence.py; none below 3 seeds); no epoch is ever chosen on the test set. The same spec
-and seed found twice (gathered from two machines) is one seed. A diverged run is counted, never averaged in. Where the study states the paper's fail
-rule (He 2016b Table 1: test error above 20%), a row whose median is past it is marked `fail` beside
-its number; `diverged` stays a status of its own.
+the *last* epoch's test error over its finished seeds, with n and the median's order-statistic
+interval at the coverage it has (evidence.py; none below 3 seeds); no epoch is ever chosen on the
+test set. The same spec and seed found twice (gathered from two machines) is one seed. A diverged
+run (or one that ended with a NaN error) is a failed run, never left out: it counts at its
+dataset's chance error, 100 (1 - 1/classes), in the medians, intervals and pairs, and the row says
+how many diverged. Where the study states the paper's fail rule (He 2016b Table 1: test error above
+20%), a row whose median is past it is marked `fail` beside its number.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import yamlio
+from ..spec.datasets import chance_error
 from . import evidence, slurm
 from .sweep import FINAL
 # The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
@@ -58,6 +60,20 @@ class RunRecord:
     message: str = ""
     budget: int = 1  # a multiple of the preset's length (`resnet ablate --budgets`)
     group: str | None = None  # the study row's group: pairs are compared within it
+    chance: float | None = None  # its dataset's chance error: what the run counts as if it diverged
+
+    @property
+    def diverged(self) -> bool:
+        """Diverged, or completed with no finite error (a NaN net)."""
+        return self.status == "diverged" or (self.status == "completed" and not _finite(self.test_error))
+
+    def counted(self) -> float | None:
+        """The error this run counts as in its row: the last epoch's where it completed; its dataset's
+        chance error where it diverged (a failed run, never left out: leaving it out would compare a
+        row on its survivors); None for a run not finished."""
+        if self.diverged:
+            return self.chance
+        return self.test_error if self.status == "completed" else None
 
 
 @dataclass
@@ -70,16 +86,21 @@ class RowStats:
 
     @property
     def errors(self) -> list[float]:
-        return [r.test_error for r in self.runs if r.status == "completed" and _finite(r.test_error)]
+        """The seeds' errors as counted (RunRecord.counted): diverged runs at chance error."""
+        return [v for r in self.runs if (v := r.counted()) is not None]
 
     @property
     def n(self) -> int:
         return len(self.errors)
 
+    @property
+    def diverged(self) -> int:
+        """Runs counted at chance error: diverged, or completed with a NaN error."""
+        return sum(r.diverged for r in self.runs)
+
     def values(self) -> dict[Any, float | None]:
         """seed -> test error (None where the run gave none): what paired differences pair on."""
-        return {r.seed: (r.test_error if r.status == "completed" and _finite(r.test_error) else None)
-                for r in self.runs}
+        return {r.seed: r.counted() for r in self.runs}
 
     def evidence(self) -> dict[str, Any]:
         """median, mean, std, n and the median's order-statistic interval with its coverage (evidence.py)."""
@@ -181,6 +202,14 @@ def _spec_tree(path: Path) -> dict[str, Any] | None:
         return tree
 
 
+def _chance(tree: dict[str, Any]) -> float | None:
+    """The chance error of the run's dataset (spec/datasets.py), None where its spec says no more."""
+    try:
+        return chance_error(spec_mod.load(tree).data)
+    except (UserError, KeyError, AttributeError, ZeroDivisionError):
+        return None
+
+
 def describe(tree: dict[str, Any]) -> str:
     """A readable label for a run that belongs to no study: net, unit, shortcut, data."""
     m, d = tree.get("model", {}), tree.get("data", {})
@@ -213,6 +242,7 @@ def load_run(path: Path, metric: str | None = None) -> RunRecord | None:
     metric = metric or (study or {}).get("metric") or "test_error"
     if tree is not None:
         rec.dataset = tree.get("data", {}).get("dataset")
+        rec.chance = _chance(tree)
     summary = _read_json(path / "summary.json")
     if summary is not None:
         rec.status = str(summary.get("status", "unfinished"))
@@ -345,58 +375,3 @@ def aggregate(records: list[RunRecord]) -> list[StudyTable]:
         for row in table.rows:
             row.runs.sort(key=lambda r: (r.seed is None, r.seed))
     return sorted(studies.values(), key=lambda t: (t.study, t.preset, t.budget))
-
-
-# ---------------------------------------------------------------------------------------------
-# The bar chart (the table and the JSON objects: report_table.py)
-
-
-def figure(table: StudyTable, path: str | Path) -> Path:
-    """Bar chart of the median test error per row (seeds as dots, std as error bars), the paper's
-    figure marked beside each bar; rows past the study's fail threshold labelled `fail` (a dashed line
-    marks it); diverged rows drawn hatched to the top."""
-    from ..figures import pyplot, save
-
-    plt = pyplot()
-    rows = table.rows
-    xs = list(range(len(rows)))
-    medians = [row.median() for row in rows]
-    # Room for every seed's dot and the top of every error bar, not only the medians: a row whose
-    # seeds are far apart would otherwise lose its worst seed off the top of the axis.
-    finite = [e for row in rows for e in row.errors] + [p for row in rows if isinstance(p := row.paper, (int, float))]
-    finite += [med + std for row, med in zip(rows, medians) if med is not None and (std := row.std()) is not None]
-    top = max(finite + [1.0]) * 1.15
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(rows) + 2), 4.2))
-    for x, row, med in zip(xs, rows, medians):
-        if med is not None:
-            ax.bar(x, med, width=0.6, color="#4C72B0", alpha=0.85, label="ours (median)" if x == xs[0] else None)
-            std = row.std()
-            if std is not None:
-                ax.errorbar(x, med, yerr=std, color="black", capsize=3, lw=1)
-            ax.scatter([x] * row.n, row.errors, s=10, color="black", zorder=3)
-        if row.fails(table.fail_above):
-            ax.text(x, med, "fail", ha="center", va="bottom", color="#C44E52", fontsize=7, fontweight="bold")
-        if row.status().startswith("diverged") and med is None:
-            ax.bar(x, top * 0.95, width=0.6, color="none", edgecolor="#C44E52", hatch="//")
-            ax.text(x, top * 0.5, "diverged", rotation=90, ha="center", va="center", color="#C44E52", fontsize=8)
-    paper_x = [x for x, row in zip(xs, rows) if isinstance(row.paper, (int, float))]
-    paper_y = [row.paper for row in rows if isinstance(row.paper, (int, float))]
-    if paper_x:
-        ax.scatter(paper_x, paper_y, marker="D", s=28, color="#C44E52", zorder=4,
-                   # Wrapped: a study's metric names its tables and datasets, and one long line
-                   # beside the axes would make the figure twice as wide as its bars.
-                   label=textwrap.fill(f"paper ({table.paper_metric or 'its metric'})", 40))
-    fail_x = [x for x, row in zip(xs, rows) if row.paper == "fail"]
-    if fail_x:
-        ax.scatter(fail_x, [top * 0.97] * len(fail_x), marker="v", s=34, color="#C44E52", zorder=4,
-                   label="paper: fail")
-    if table.fail_above is not None and table.fail_above < top:
-        ax.axhline(table.fail_above, color="#C44E52", lw=0.8, ls="--",
-                   label=f"fail: test error above {table.fail_above:g}% (the paper's rule)")
-    ax.set_ylim(0, top)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([row.row for row in rows], rotation=35, ha="right")
-    ax.set_ylabel(f"test error % ({table.dataset or '?'}, last epoch)")
-    ax.set_title(f"{table.title} [preset {table.preset}]", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: never hides a bar
-    return save(fig, path)

@@ -23,7 +23,8 @@ def _round(x: float | None, digits: int = 4) -> float | None:
 def row_json(table: StudyTable, row: RowStats) -> dict[str, Any]:
     """One object per row (`--json`): median, mean, std, n, `interval` (the median's order-statistic
     interval) with its exact `coverage` (or null and `interval_reason`), the older test_error_*
-    names, the row's `group`, and the per-seed values."""
+    names, the row's `group`, and the per-seed values as counted (a diverged seed at chance error,
+    and named in `diverged_seeds`)."""
     ev = row.evidence()
     stats = {k: _round(v) if k not in ("n", "interval", "coverage", "interval_reason") else v for k, v in ev.items()}
     if stats["interval"] is not None:
@@ -35,9 +36,11 @@ def row_json(table: StudyTable, row: RowStats) -> dict[str, Any]:
         "test_error_std": _round(row.std()), "n": row.n, "train_loss": _round(row.train_loss(), 6),
         "status": row.status(), "fail": row.fails(table.fail_above), "fail_above": table.fail_above,
         "paper": row.paper, "paper_metric": table.paper_metric,
-        "runs": len(row.runs), "diverged": sum(r.status == "diverged" for r in row.runs),
+        "runs": len(row.runs), "diverged": row.diverged,
         "seeds": [r.seed for r in row.runs],
-        "test_errors": [_round(r.test_error) if r.status == "completed" else None for r in row.runs],
+        # As counted: a diverged seed at its dataset's chance error (its `diverged_at` in the run's summary).
+        "test_errors": [_round(r.counted()) for r in row.runs],
+        "diverged_seeds": [r.seed for r in row.runs if r.diverged],
         "dataset": table.dataset,
     }
 
@@ -106,8 +109,9 @@ def render(table: StudyTable, live: bool = False, width: int | None = None):
     narrow = width is not None and width < 110
     digits = 1 if narrow else 2
     rule = (f"; fail = median above {table.fail_above:g}%, the paper's rule" if table.fail_above is not None else "")
-    caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over completed seeds "
-               f"(diverged runs counted, never averaged){rule}; below the median its order-statistic interval "
+    caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over finished seeds "
+               f"(a diverged seed counts as a failed run at its dataset's chance error, "
+               f"100 (1 - 1/classes)){rule}; below the median its order-statistic interval "
                f"over seeds with the coverage it has (no interval: n < {evidence.MIN_N}); "
                f"paper: {table.paper_metric or '-'}")
     if not live and (line := reading(table)):
@@ -130,7 +134,7 @@ def render(table: StudyTable, live: bool = False, width: int | None = None):
                     "no interval") if ev["n"] else ""
         loss = row.train_loss()
         t.add_row(str(row.index), escape(row.row), median + ("\n" + escape(interval) if interval else ""),
-                  f"{_spread(ev, digits)}\n{row.n}/{len(row.runs)}",
+                  f"{_spread(ev, digits)}\n{row.n}/{len(row.runs)}" + (f" ({row.diverged} div.)" if row.diverged else ""),
                   "-" if loss is None else f"{loss:.2g}" if narrow else f"{loss:.4f}",
                   f"[{style}]{status}[/]" if style else status, paper_str(row.paper))
     return t

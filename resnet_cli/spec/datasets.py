@@ -89,3 +89,10 @@ def shape_of(data: Any) -> tuple[int, int]:
     """(input channels, classes) of a DataSpec's dataset."""
     row = DATASETS[data.dataset]
     return row.value("channels", data), row.value("classes", data)
+
+
+def chance_error(data: Any) -> float:
+    """The test error (%) of a net that guesses, 100 (1 - 1/classes): what a diverged run counts as
+    in every study table (He 2016b counts a net that does not train as a failed run, never leaves
+    it out; a NaN net's predictions are no better than a guess)."""
+    return 100.0 * (1.0 - 1.0 / shape_of(data)[1])

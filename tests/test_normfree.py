@@ -78,6 +78,39 @@ def test_skipinit_and_rezero_start_every_conv_unit_as_its_shortcut(kind):
     assert any(u.combine.alpha.grad.abs() > 0 for u in net.units)
 
 
+def test_rezero_has_nothing_after_the_addition_and_skipinit_keeps_the_relu():
+    """Bachlechner et al. 2020 eq. 4: x + alpha F(x), nothing after the sum. De and Smith 2020 scale
+    the branch alike inside the net's own unit, whose ReLU follows the addition. With the same
+    weights, alpha 0.7 and a stream with negative entries, each unit matches its paper's formula by
+    hand (F: 3x3 conv, ReLU, 3x3 conv, no BN) and the two nets give different outputs."""
+    torch.manual_seed(0)
+    skipinit = build({"depth": 8, "norm": "none", "shortcut": {"kind": "skipinit"}})
+    rezero = build({"depth": 8, "norm": "none", "shortcut": {"kind": "rezero"}})
+    rezero.load_state_dict(skipinit.state_dict())
+    for u in [*skipinit.units, *rezero.units]:
+        u.combine.alpha.data.fill_(0.7)
+    x = torch.randn(2, 16, 8, 8)
+    s_unit, r_unit = skipinit.units[0], rezero.units[0]
+    fx = F.conv2d(F.relu(F.conv2d(x, s_unit.branch[1].weight, padding=1)), s_unit.branch[3].weight, padding=1)
+    with torch.no_grad():
+        torch.testing.assert_close(r_unit(x), x + 0.7 * fx)
+        torch.testing.assert_close(s_unit(x), F.relu(x + 0.7 * fx))
+        image = torch.randn(2, 3, 16, 16)
+        assert not torch.allclose(rezero(image), skipinit(image), atol=1e-4)
+
+
+def test_a_rezero_run_written_before_after_addition_keeps_its_relu():
+    """A run directory's spec from before `model.shortcut.after_addition` reads as the net it trained
+    (the ReLU after the addition); a new spec with kind rezero means the paper's unit."""
+    from resnet_cli.spec.legacy import as_written
+
+    old = S.to_tree(S.load({"model": {"norm": "none", "shortcut": {"kind": "rezero"}}}))
+    assert old["model"]["shortcut"]["after_addition"] == "none"
+    del old["model"]["shortcut"]["after_addition"]
+    assert S.load(as_written(old)).model.shortcut.after_addition == "ordering"
+    assert S.load(old).model.shortcut.after_addition == "none"
+
+
 def test_the_hand_path_is_not_the_bn_net():
     """The oracle above tells a net with its branches from one without."""
     torch.manual_seed(0)

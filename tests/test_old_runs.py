@@ -64,3 +64,39 @@ def test_a_run_from_before_new_fields_resumes_bitwise(in_tmp, monkeypatch):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     report = CliRunner().invoke(app, ["report", "cut", "--json"])
     assert report.exit_code == 0 and any(json.loads(line).get("n") == 1 for line in report.stdout.splitlines())
+
+
+def _drop_after_addition(tree: dict) -> dict:
+    del tree["model"]["shortcut"]["after_addition"]
+    return tree
+
+
+def test_a_rezero_run_from_before_after_addition_resumes_as_the_net_it_trained(in_tmp, monkeypatch):
+    """Earlier versions built ReZero with the unit's ReLU after the addition; `after_addition: auto`
+    now gives ReZero its paper's unit (nothing there). A run written before the field resumes
+    bitwise as the uninterrupted run of the net it trained (`after_addition: ordering`), not as the
+    new default."""
+    rezero = [*ARGS, "--set", "model.norm=none", "--set", "model.shortcut.kind=rezero"]
+    whole = CliRunner().invoke(app, [*rezero, "--set", "model.shortcut.after_addition=ordering", "--out", "whole", "--json"])
+    assert whole.exit_code == 0, whole.stderr
+    real = Trainer._end_epoch
+
+    def stop_after_epoch_1(self):
+        real(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_end_epoch", stop_after_epoch_1)
+    cut = CliRunner().invoke(app, [*rezero, "--set", "model.shortcut.after_addition=ordering", "--out", "cut", "--json"])
+    assert cut.exit_code != 0
+    monkeypatch.setattr(Trainer, "_end_epoch", real)
+    run = in_tmp / "cut"
+    (run / "spec.yaml").write_text(yaml.safe_dump(_drop_after_addition(yaml.safe_load((run / "spec.yaml").read_text()))))
+    state = ckpt.load(run / "checkpoint.pt")
+    state["spec"] = _drop_after_addition(state["spec"])
+    ckpt.save(state, run / "checkpoint.pt")
+
+    resumed = CliRunner().invoke(app, ["train", "--resume", "cut", "--json"])
+    assert resumed.exit_code == 0, resumed.stderr
+    a, b = (json.loads((in_tmp / d / "summary.json").read_text()) for d in ("whole", "cut"))
+    assert (a["train_loss"], a["test_error"]) == (b["train_loss"], b["test_error"])
+    assert yaml.safe_load((run / "spec.yaml").read_text())["model"]["shortcut"].get("after_addition") in (None, "ordering")

@@ -2,6 +2,7 @@
 definition, the weights and every other RNG stream untouched, and `train.precise_bn` leaving the
 training trajectory bitwise as it was while it records the second figure."""
 
+import copy
 import json
 
 import pytest
@@ -84,6 +85,64 @@ def test_statistics_equal_the_hand_computed_cumulative_average_and_no_weight_mov
         assert not net.training  # evaluated in eval mode inside the block
     for k, v in net.named_parameters():
         assert torch.equal(v, params[k]), k  # bitwise
+
+
+def test_dropout_is_off_while_the_statistics_are_estimated():
+    """The net is evaluated with dropout off, so its statistics are estimated so too: with p = 0.5
+    left on, the hand computation (which has no dropout) still holds. In train mode (the earlier
+    behaviour, planted by forcing train mode) the masks change the second BN's input and it fails."""
+    net, xs = tiny_net(), batches()
+    with torch.no_grad():
+        expected = hand_stats(net, xs)
+    with recalibrated(net, Fixed(xs), len(xs)):
+        torch.testing.assert_close(net[5].running_mean.double(), expected[1][0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(net[5].running_var.double(), expected[1][1], rtol=1e-5, atol=1e-6)
+
+
+class AtTestTime(nn.Module):
+    """Stochastic depth's test-time form, whatever the mode: survival * F(x) (Huang et al. 2016)."""
+
+    def __init__(self, survival):
+        super().__init__()
+        self.survival = survival
+
+    def forward(self, branch, x, skip):
+        return self.survival * branch(x)
+
+
+def test_stochastic_depth_runs_in_its_test_time_form_while_the_statistics_are_estimated():
+    """A unit dropped with probability 1.0 never runs its branch in training, so train-mode
+    re-estimation (the earlier behaviour) leaves that branch's BN at its reset statistics (mean 0,
+    variance 1), which describe no net. The evaluated net runs it scaled by its survival. Expected:
+    a twin whose every unit is that test-time form, its BN accumulated in plain train mode."""
+    from resnet_cli.model import build_model
+    from resnet_cli.model.units import StochasticDepth
+
+    spec = S.load(None, sets=["model.depth=8", "model.widths=[4, 8, 8]", "model.stochastic_depth=0.5",
+                              "data.dataset=synthetic", "data.synthetic.image_size=8"])
+    torch.manual_seed(0)
+    net = build_model(spec.model, 3, 10)
+    units = [m for m in net.modules() if isinstance(m, StochasticDepth)]
+    units[0].survival = 0.0  # drop rate 1.0
+    twin = copy.deepcopy(net)
+    for unit in (u for u in twin.modules() if isinstance(getattr(u, "drop", None), StochasticDepth)):
+        unit.drop = AtTestTime(unit.drop.survival)
+    g = torch.Generator().manual_seed(2)
+    xs = [torch.randn(16, 3, 8, 8, generator=g) for _ in range(3)]
+    layers = [m for m in twin.modules() if isinstance(m, nn.BatchNorm2d)]
+    for m in layers:
+        m.reset_running_stats()
+        m.momentum = None
+    twin.train()
+    with torch.no_grad():
+        for x in xs:
+            twin(x)
+    with recalibrated(net, Fixed(xs), len(xs)):
+        mine = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+        assert len(mine) == len(layers)
+        for a, b in zip(mine, layers):
+            torch.testing.assert_close(a.running_mean, b.running_mean, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(a.running_var, b.running_var, rtol=1e-5, atol=1e-6)
 
 
 def test_batches_beyond_one_epoch_come_from_the_next_epoch():

@@ -1,7 +1,9 @@
-"""The recipe knobs (issue 15 item 4): cosine schedule, label smoothing, Cutout. Each is off by default,
-and each is checked against a source of its own: the closed form with hand-computed points, the loss
-written out from log-softmax, the masks read back pixel by pixel from the augmented images."""
+"""The recipe knobs: cosine schedule, label smoothing, Cutout, per-group learning rates (Fixup's
+scalars at lr/10) and mixup. Each is off by default, and each is checked against a source of its
+own: the closed form with hand-computed points, the loss written out from log-softmax, the masks
+read back pixel by pixel from the augmented images, the authors' name rule, the soft-target loss."""
 
+import json
 import math
 
 import pytest
@@ -14,6 +16,11 @@ from resnet_cli import spec as S
 from resnet_cli.training.callbacks import Callback
 from resnet_cli.errors import UserError
 from resnet_cli.training.trainer import Trainer
+from resnet_cli.cli import app
+from resnet_cli.model import build_model
+from resnet_cli.training import optimizers
+from resnet_cli.training.mixup import Mixed
+from typer.testing import CliRunner
 
 from processes import killed_and_resumed_is_bitwise
 
@@ -195,7 +202,8 @@ def test_cutout_batches_are_a_pure_function_of_seed_epoch_and_position():
 
 # ~23 iterations an epoch (batch 64 on 1,437 digits), checkpoint every 10: the kill lands mid-epoch 2.
 RECIPE_RUN = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "3", "--set", "train.checkpoint_every=10",
-              "--set", "data.cutout=4", "--set", "optim.schedule=cosine", "--set", "optim.label_smoothing=0.1"]
+              "--set", "data.cutout=4", "--set", "optim.schedule=cosine", "--set", "optim.label_smoothing=0.1",
+              "--set", "optim.mixup=0.4", "--set", "optim.lr_groups=[{select: [biases], lr_scale: 0.1}]"]
 
 
 @pytest.mark.slow
@@ -217,3 +225,78 @@ def test_cutout_on_image_folders_is_per_batch_and_resumes(tmp_path):
         assert (xc[changed] == 0).all() and changed.flatten(1).any(1).all()  # a square in every image
         holes(torch.where(changed, torch.zeros_like(xc), torch.ones_like(xc)))  # one rectangle each
     assert all(torch.equal(a, b) for (a, _), (b, _) in zip(cut[1:], tail))
+
+
+# --- per-group learning rates and mixup ------------------------------------------------------------
+
+FIXUP = ["model.depth=8", "model.widths=[4, 8, 8]", "model.norm=fixup", "optim.weight_decay=0.0",
+         "optim.lr_groups=[{select: [scalars, biases], lr_scale: 0.1}]"]
+
+
+def test_fixup_groups_are_the_authors_name_rule_and_step_at_a_tenth():
+    """Fixup's cifar_train.py puts every parameter whose name holds 'bias' or 'scale' at lr/10. One
+    SGD step from zero momentum moves each parameter by lr * scale * grad: 0.005 for those, 0.05 for
+    the rest."""
+    spec = S.load(None, sets=FIXUP)
+    torch.manual_seed(0)
+    net = build_model(spec.model, 3, 10)
+    opt = optimizers.build(net, spec.optim)
+    slow = {name for name, _ in net.named_parameters() if "bias" in name or "scale" in name}
+    assert len(slow) > 10
+    grouped = {id(p) for g in opt.param_groups if g["lr_scale"] == 0.1 for p in g["params"]}
+    assert {name for name, p in net.named_parameters() if id(p) in grouped} == slow
+    optimizers.set_lrs(opt, 0.05)
+    before = {name: p.detach().clone() for name, p in net.named_parameters()}
+    F.cross_entropy(net(torch.randn(4, 3, 8, 8)), torch.tensor([0, 1, 2, 3])).backward()
+    grads = {name: p.grad.clone() for name, p in net.named_parameters()}
+    opt.step()
+    for name, p in net.named_parameters():
+        lr = 0.005 if name in slow else 0.05
+        torch.testing.assert_close(p.detach(), before[name] - lr * grads[name], rtol=0, atol=1e-7)
+
+
+def test_mixup_mixes_each_image_with_one_other_and_scores_the_soft_target():
+    """Each mixed image is lam x_i + (1 - lam) x_j, the j a permutation; the loss equals the
+    cross-entropy against the mixed one-hot target (a different computation), and a hit counts lam
+    for the first target and 1 - lam for the second."""
+    torch.manual_seed(3)
+    x, y = torch.randn(6, 1, 4, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+    m = Mixed(x, y, 1.0)
+    assert 0.0 < m.lam < 1.0
+    rest = (m.x - m.lam * x).flatten(1)  # (1 - lam) x_j
+    js = [int(torch.cdist(r[None], (1 - m.lam) * x.flatten(1)).argmin()) for r in rest]
+    assert sorted(js) == list(range(6))
+    torch.testing.assert_close(m.x, m.lam * x + (1 - m.lam) * x[js])
+    assert torch.equal(m.y_other, y[js])
+    out = torch.randn(6, 3)
+    soft = m.lam * F.one_hot(y, 3).float() + (1 - m.lam) * F.one_hot(y[js], 3).float()
+    torch.testing.assert_close(m.loss(out), F.cross_entropy(out, soft))
+    pred = out.argmax(1)
+    hand = sum(m.lam * float(pred[i] == y[i]) + (1 - m.lam) * float(pred[i] == y[js[i]]) for i in range(6))
+    assert abs(float(m.hits(out)) - hand) < 1e-6
+
+
+def test_a_mixup_run_repeats_and_resumes_bitwise(in_tmp, monkeypatch):
+    """mixup draws from the global generator the checkpoints save: the same seed gives the same run,
+    and one cut after its first epoch resumes to the uninterrupted result. The per-group lr of each
+    epoch is in its metrics record."""
+    args = ["train", "digits/residual8", "--set", "model.widths=[4]", "--set", "data.train_subset=256",
+            "--epochs", "2", "--set", "optim.mixup=0.4", "--set", "model.norm=fixup",
+            "--set", "optim.lr_groups=[{select: [scalars], lr_scale: 0.1}]", "--json"]
+    for out in ("a", "b"):
+        assert CliRunner().invoke(app, [*args, "--out", out]).exit_code == 0
+    real = Trainer._end_epoch
+
+    def stop_after_epoch_1(self):
+        real(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_end_epoch", stop_after_epoch_1)
+    assert CliRunner().invoke(app, [*args, "--out", "cut"]).exit_code != 0
+    monkeypatch.setattr(Trainer, "_end_epoch", real)
+    assert CliRunner().invoke(app, ["train", "--resume", "cut", "--json"]).exit_code == 0
+    a, b, cut = (json.loads((in_tmp / d / "summary.json").read_text()) for d in ("a", "b", "cut"))
+    assert (a["train_loss"], a["train_error"], a["test_error"]) == (b["train_loss"], b["train_error"], b["test_error"])
+    assert (a["train_loss"], a["train_error"], a["test_error"]) == (cut["train_loss"], cut["train_error"], cut["test_error"])
+    record = json.loads((in_tmp / "a" / "metrics.jsonl").read_text().splitlines()[0])
+    assert record["lr_groups"] == {"scalars": record["lr"] * 0.1, "rest": record["lr"]}

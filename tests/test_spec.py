@@ -103,7 +103,7 @@ def test_epochs_replace_default_iterations_and_milestones_follow():
 
 def test_every_bundled_config_validates():
     specs = [p for d in ("cifar", "preact", "imagenet", "digits") for p in sorted((S.configs_dir() / d).glob("*.yaml"))]
-    assert len(specs) == 23  # imagenet gains preact-resnet200
+    assert len(specs) == 24  # imagenet gains preact-resnet200, cifar resnet110-fixup
     for p in specs:
         S.load(str(p))
 

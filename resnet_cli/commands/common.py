@@ -79,7 +79,8 @@ def set_threads(threads: int | None, default: int = 0) -> None:
         torch.set_num_threads(n)
 
 
-def build_spec(spec_file: str | None, sets: list[str] | None, **flags: Any) -> Spec:
-    spec = spec_mod.load(spec_file, flag_overrides(**flags), sets or [])
+def build_spec(spec_file: str | dict | None, sets: list[str] | None, name: str | None = None, **flags: Any) -> Spec:
+    """A spec file (or a run's spec tree, named `name` in errors), then the flags, then `--set`."""
+    spec = spec_mod.load(spec_file, flag_overrides(**flags), sets or [], name=name)
     testhook.phase("spec")
     return spec

@@ -16,7 +16,7 @@ from ..errors import UserError
 from ..experiments import paths as paths_mod
 from ..experiments.trained import check_dir, open_runs, pick_device, run_label
 from ..model import build_model
-from ..training.rundir import SPEC
+from ..training.rundir import SPEC, RunDir
 from . import common
 
 Sources = Annotated[list[str], typer.Argument(metavar="RUN_DIR|SPEC",
@@ -82,8 +82,10 @@ def paths(sources: Sources, init: Init = False, with_init: WithInit = False, sam
 def _at_init(source: str, sets: list[str], device):
     """(label, source, model, spec, data) of a net at initialisation, from a spec or a run directory's spec."""
     p = Path(source)
-    spec_file = str(check_dir(p) / SPEC) if p.is_dir() else source
-    spec = spec_mod.load(spec_file, [], sets)
+    if p.is_dir():
+        spec = spec_mod.load(RunDir(check_dir(p)).spec_tree(), [], sets, name=str(p / SPEC))
+    else:
+        spec = spec_mod.load(source, [], sets)
     data = data_mod.load(spec.data)
     torch.manual_seed(spec.run.seed)  # as `resnet train` draws its initial weights
     model = build_model(spec.model, data.in_channels, spec.model.num_classes or data.num_classes).to(device)

@@ -18,6 +18,7 @@ from ..model import build_model, count_params
 from ..spec import shape_of, to_tree, to_yaml
 from ..training import distributed, runtime
 from ..training.launch import launch_torchrun, precheck
+from ..training.rundir import RunDir
 from ..training.session import open_run
 from . import common
 
@@ -98,11 +99,12 @@ def train(
     flags = dict(depth=depth, preact=preact, dataset=dataset, data_dir=data_dir, epochs=epochs, iters=iters,
                  batch_size=batch_size, lr=lr, seed=seed, device=device, threads=threads, out=out)
     resume_dir = _resume_dir(resume, out) if resume else None
+    spec_name = None
     if resume_dir is not None and spec_file is None and (resume_dir / "spec.yaml").is_file():
-        spec_file = str(resume_dir / "spec.yaml")
+        spec_file, spec_name = RunDir(resume_dir).spec_tree(), str(resume_dir / "spec.yaml")  # as the run was written
     if tensorboard:
         set_ = [*(set_ or []), "train.tensorboard=true"]
-    spec = common.build_spec(spec_file, set_, **flags)
+    spec = common.build_spec(spec_file, set_, name=spec_name, **flags)
     if nproc > 1 and "RANK" not in os.environ:
         precheck(spec, nproc, resume_dir)  # what one process can see is checked before any is started
         raise typer.Exit(launch_torchrun(nproc))

@@ -30,6 +30,7 @@ from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import yamlio
 from ..spec.datasets import chance_error
+from ..spec.legacy import as_written
 from . import evidence, slurm
 from .sweep import FINAL
 # The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
@@ -191,7 +192,7 @@ def _spec_tree(path: Path) -> dict[str, Any] | None:
     default, so a run from before and one from after with the same settings are one row. A spec this
     version rejects is kept as written (still grouped by what it says)."""
     try:
-        tree = yamlio.load_file(path / "spec.yaml")
+        tree = as_written(yamlio.load_file(path / "spec.yaml"))
     except UserError:
         return None
     if not isinstance(tree, dict):

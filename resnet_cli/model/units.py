@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..spec.orderings import ORDERINGS, Ordering
+from ..spec.shortcut_kinds import after_addition
 from .shortcuts import combiner_for, make_skip
 
 
@@ -195,7 +196,8 @@ def make_unit(block: str, cin: int, width: int, stride: int, ordering: str, *, s
                          always_project=getattr(combine, "always_project", False))
     return ResidualUnit(
         shared_pre=act(order.pre, cin, norm) if shared else nn.Identity(),
-        skip=skip, branch=branch, combine=combine, post=act(order.post, cout, norm),
+        skip=skip, branch=branch, combine=combine,
+        post=act(order.post, cout, norm) if after_addition(shortcut) == "ordering" else nn.Identity(),
         in_channels=cin, out_channels=cout, stride=stride,
         drop=StochasticDepth(survival) if survival < 1 else None,
     )

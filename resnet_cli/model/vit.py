@@ -21,6 +21,7 @@ from torch import nn
 from ..spec import ModelSpec
 from ..spec.vit_layout import TOKEN_ORDERINGS, mlp_width
 from .nets import ResNet
+from ..spec.shortcut_kinds import after_addition
 from .shortcuts import combiner_for, init_own, make_skip
 from .units import ResidualUnit
 
@@ -106,7 +107,8 @@ class MLP(nn.Module):
 
 def make_token_unit(branch: nn.Module, width: int, ordering: str, shortcut: dict, label: str) -> ResidualUnit:
     """One residual unit of the stream: y = combine(x, skip(x), F(x)), x_next = post(y), with the
-    shortcut registry's combiner (He 2016b Table 1) and the ordering's LayerNorm after the addition."""
+    shortcut registry's combiner (He 2016b Table 1) and the ordering's LayerNorm after the addition
+    (none where `model.shortcut.after_addition` resolves to none: ReZero's)."""
     order = TOKEN_ORDERINGS[ordering]
     combine = combiner_for(shortcut, width, width, 1)
     if not getattr(combine, "uses_skip", True):
@@ -114,7 +116,8 @@ def make_token_unit(branch: nn.Module, width: int, ordering: str, shortcut: dict
     else:  # identity; a 1x1 projection (one linear map per token) for the conv1x1 shortcut, no BN
         skip = make_skip("A", width, width, 1, with_bn=False, always_project=getattr(combine, "always_project", False))
     unit = ResidualUnit(shared_pre=nn.Identity(), skip=skip, branch=branch, combine=combine,
-                        post=StreamNorm(width) if order.norm_after_add else nn.Identity(),
+                        post=(StreamNorm(width) if order.norm_after_add and after_addition(shortcut) == "ordering"
+                              else nn.Identity()),
                         in_channels=width, out_channels=width, stride=1)
     unit.label = label  # "block3.attn": how tables and figures name the unit
     return unit

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from . import yamlio
 from .bundled import EXPERIMENT_DIRS, configs_dir, find_spec_file  # noqa: F401  (re-exported)
@@ -30,9 +30,11 @@ from .layouts import (  # noqa: F401  (re-exported: spec.resolve_block and frien
 from .orderings import UNITS, check_zero_init  # noqa: F401  (UNITS re-exported: He 2016b Table 2)
 from .messages import one_line, unknown_key  # noqa: F401  (unknown_key re-exported)
 from .registry import Column, one_of
-from .shortcut_kinds import SHORTCUT_KINDS, is_plain  # noqa: F401  (re-exported)
+from .shortcut_kinds import SHORTCUT_KINDS, after_addition, is_plain  # noqa: F401  (re-exported)
 from .yamlio import merge, parse_set, set_dotted  # noqa: F401  (re-exported: spec trees)
 from .vit_layout import VIT_UNITS, check_model, resolve_vit  # model.family vit
+from .section import _Section
+from .optim_spec import LrGroup, OptimSpec, check_length  # noqa: F401  (re-exported)
 
 # ---------------------------------------------------------------------------------------------
 # Names. `model.shortcut.kind`, `model.family` and `data.dataset` name rows of live tables
@@ -40,11 +42,6 @@ from .vit_layout import VIT_UNITS, check_model, resolve_vit  # model.family vit
 # the rows this package registers itself.
 SHORTCUTS = SHORTCUT_KINDS.names()  # He 2016b Table 1, Srivastava et al. 2015 and Bachlechner et al. 2020
 DEFAULT_WIDTHS = Column(FAMILIES, lambda f: f.widths)
-
-
-class _Section(BaseModel):
-    # strict: "20" is not an int and 20.5 is not a depth; extra: a misspelt key is an error.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ShortcutSpec(_Section):
@@ -71,6 +68,10 @@ class ShortcutSpec(_Section):
     # ResNet-26 with conv1x1 shortcuts is NaN by iteration 40). Pre-activation projections never carry
     # one (their input is already batch-normalised by the shared pre-activation).
     bn: bool = True
+    # What follows the addition. auto: what the kind's paper puts there (shortcut_kinds.py): the
+    # ordering's (the original unit's ReLU, He 2016a eq. 2) for every kind but `rezero`, whose unit
+    # is x + alpha F(x) with nothing after it (Bachlechner et al. 2020). ordering / none: say so.
+    after_addition: Literal["auto", "ordering", "none"] = "auto"
 
 
 class ModelSpec(_Section):
@@ -156,64 +157,6 @@ class DataSpec(_Section):
     cutout: Annotated[int, Field(ge=0, le=512)] = 0
     image_size: Annotated[int, Field(ge=32)] = 224  # ImageNet folders only
     workers: Annotated[int, Field(ge=0)] = 4  # ImageNet folders only
-
-
-class OptimSpec(_Section):
-    """The papers' CIFAR recipe by default (He 2016a sec. 4.2, He 2016b sec. 4)."""
-
-    optimizer: Literal["sgd", "adamw"] = "sgd"  # adamw: Transformers' usual (betas 0.9/0.999; no momentum)
-    lr: Annotated[float, Field(gt=0.0)] = 0.1
-    momentum: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.9
-    nesterov: bool = False
-    weight_decay: Annotated[float, Field(ge=0.0)] = 1e-4
-    batch_size: Annotated[int, Field(ge=2)] = 128
-    # Length: exactly one of iters and epochs. 64k iterations is ~164 epochs of 50k images.
-    iters: Annotated[int, Field(ge=1)] | None = 64000
-    epochs: Annotated[int, Field(ge=1)] | None = None
-    # Steps of the lr, in the unit of the length (iterations or epochs). None: at 50% and 75% of
-    # the run, the papers' 32k and 48k of 64k.
-    milestones: list[Annotated[int, Field(ge=0)]] | None = None
-    gamma: Annotated[float, Field(gt=0.0, le=1.0)] = 0.1
-    # lr `warmup_lr` for the first `warmup_iters` iterations, then back to lr. auto: the papers'
-    # rule for the net (layouts.resolve_warmup): 400 for CIFAR nets from He 2016b and for He
-    # 2016a's ResNet-110 and deeper, 0 for shallower original nets and for ImageNet.
-    warmup_iters: Annotated[int, Field(ge=0)] | Literal["auto"] = "auto"
-    warmup_lr: Annotated[float, Field(gt=0.0)] = 0.01
-    # step: the papers' milestones. cosine: lr/2 (1 + cos(pi t/T)) after the warm-up (Loshchilov 2017).
-    schedule: Literal["step", "cosine"] = "step"
-    # Szegedy et al. 2016: targets (1 - eps) one-hot + eps / classes; 0: the papers' plain loss.
-    label_smoothing: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _epochs_replace_default_iters(cls, raw: Any) -> Any:
-        # Giving `epochs` alone means "this long in epochs": it replaces the default 64k iterations.
-        if isinstance(raw, dict) and raw.get("epochs") is not None and "iters" not in raw:
-            raw = {**raw, "iters": None}
-        return raw
-
-    @model_validator(mode="after")
-    def _one_length(self) -> OptimSpec:
-        check_length(self)
-        return self
-
-
-def check_length(optim) -> None:
-    """optim: exactly one length, milestones strictly increasing and inside it, and milestones only
-    where the schedule steps (cosine has none: its lr is a function of the iteration alone)."""
-    if (optim.iters is None) == (optim.epochs is None):
-        raise ValueError("set exactly one of optim.iters and optim.epochs (the other to null)")
-    if optim.milestones is None:
-        return
-    if optim.schedule != "step" and optim.milestones:  # [] (no steps) is what cosine means anyway
-        raise ValueError(f"optim.milestones {optim.milestones} step the lr of optim.schedule: step only; "
-                         f"set them to null for optim.schedule: {optim.schedule}")
-    length = optim.iters if optim.iters is not None else optim.epochs
-    if sorted(optim.milestones) != optim.milestones or len(set(optim.milestones)) != len(optim.milestones):
-        raise ValueError(f"optim.milestones must be strictly increasing, got {optim.milestones}")
-    if optim.milestones and optim.milestones[-1] >= length:
-        unit = "iters" if optim.iters is not None else "epochs"
-        raise ValueError(f"optim.milestones {optim.milestones} must be below optim.{unit} = {length}")
 
 
 class TrainSpec(_Section):
@@ -348,7 +291,7 @@ def _family_from_dataset(tree: dict) -> None:
 def resolve(spec: Spec) -> Spec:
     m, d, o = spec.model, spec.data, spec.optim
     model = m.model_copy(update={
-        "block": resolve_block(m),
+        "block": resolve_block(m), "shortcut": m.shortcut.model_copy(update={"after_addition": after_addition(m.shortcut)}),
         "widths": list(m.widths) if m.widths is not None else family_widths(m.family, m.widen),
         "downsample": resolve_downsample(m), **resolve_vit(m, d),
     })

@@ -25,6 +25,9 @@ class ShortcutKind:
     value: str | None = None  # the field `resnet gradnorm --variant kind:value` sets
     plain: bool = False  # nothing on the shortcut: the same layers as a plain net (He 2016a Fig. 3)
     gated: bool = False  # y mixes skip and branch through a learned gate g(x) (training/gates.py reads it)
+    # What its paper puts after the addition (`model.shortcut.after_addition: auto`): the unit
+    # ordering's, or nothing.
+    after_addition: str = "ordering"
 
 
 SHORTCUT_KINDS: Registry[ShortcutKind] = Registry("shortcut kind")
@@ -42,8 +45,18 @@ _add("dropout")(ShortcutKind("y = m x + F(x), m ~ Bernoulli(1 - p): dropout shor
                              fields=("dropout", "dropout_rescale"), value="dropout"))
 _add("highway")(ShortcutKind("y = T H(x) + (1 - T) x: highway units (Srivastava et al. 2015)",
                              fields=GATE_FIELDS, value="gate_bias", gated=True))
-_add("rezero")(ShortcutKind("y = x + alpha F(x), alpha learned from 0 (Bachlechner et al. 2020)"))
-_add("skipinit")(ShortcutKind("y = x + alpha F(x), alpha learned from 0, at the branch's end (De and Smith 2020)"))
+# ReZero's unit is x_{i+1} = x_i + alpha_i F(x_i), nothing after the sum (Bachlechner et al. 2020,
+# eq. 4); SkipInit (De and Smith 2020) scales the branch alike but keeps the net's ReLU after it.
+_add("rezero")(ShortcutKind("y = x + alpha F(x), alpha learned from 0, nothing after the addition (Bachlechner et al. 2020)",
+                            after_addition="none"))
+_add("skipinit")(ShortcutKind("y = x + alpha F(x), alpha learned from 0, the unit's ReLU after it (De and Smith 2020)"))
+
+
+def after_addition(shortcut) -> str:
+    """`model.shortcut.after_addition` resolved: `ordering` or `none` (a ShortcutSpec or its dict)."""
+    get = shortcut.get if isinstance(shortcut, dict) else lambda key: getattr(shortcut, key)
+    chosen = get("after_addition")
+    return SHORTCUT_KINDS[get("kind")].after_addition if chosen in (None, "auto") else chosen
 
 
 def is_plain(kind: str) -> bool:

@@ -10,7 +10,8 @@ timm call it precise BN. The papers reproduced here (He 2016a/b) evaluate with t
 statistics, so this is never the default figure, only one beside it.
 
 One function, `recalibrated`, serves `resnet eval --recalibrate-bn` and `train.precise_bn`:
-forward passes in train mode under no_grad over training batches drawn as training draws them
+forward passes of the net as it is evaluated (only BN in train mode) under no_grad over training
+batches drawn as training draws them
 (the run's augmentation, padding and Cutout, batch size), from a stream of its own seed; every
 parameter is untouched, and the BN buffers are put back on exit unless asked to keep them.
 """
@@ -70,8 +71,12 @@ def recalibrated(model: nn.Module, batches, n: int, prepare=None, keep: bool = F
     PyTorch's BN accumulates them with momentum None after reset_running_stats. Parameters are
     never written. On exit the running statistics, momenta and train/eval mode are restored
     bitwise (unless `keep`). `prepare(x)` readies a batch as the trainer does (memory format).
-    Train-mode forwards of stochastic layers (the dropout shortcut) draw from the global
-    generator: they run inside a forked RNG seeded with `seed`, so no other stream moves."""
+
+    The net runs as it is evaluated, only its BN layers in train mode: stochastic depth in its
+    test-time form (every branch run, scaled by its survival), dropout off, the dropout shortcut at
+    its expectation, so the statistics describe the net the test error is measured on (Wu & Johnson
+    2021, sec. 3: the population statistics of the model that is evaluated). Anything that still
+    draws runs inside a forked RNG seeded with `seed`, so no other stream moves."""
     layers = bn_layers(model)
     saved = [(m.momentum, m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
              for m in layers]
@@ -81,7 +86,9 @@ def recalibrated(model: nn.Module, batches, n: int, prepare=None, keep: bool = F
         for m in layers:
             m.reset_running_stats()
             m.momentum = None  # cumulative moving average: batch k weighs 1/k (torch.nn.BatchNorm2d docs)
-        model.train()
+        model.eval()
+        for m in layers:
+            m.train()  # batch statistics, accumulated; everything else in its evaluated form
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []), torch.no_grad():
             torch.manual_seed(seed)
             for x, _ in stream(batches, n):

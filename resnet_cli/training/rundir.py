@@ -251,7 +251,9 @@ class RunDir:
 
         if not self.file(SPEC).exists():
             raise UserError(f"{self.path}: not a run directory (no {SPEC})")
-        return yamlio.load_file(self.file(SPEC))
+        from ..spec.legacy import as_written
+
+        return as_written(yamlio.load_file(self.file(SPEC)))
 
     def update_meta(self, fields: dict[str, Any]) -> None:
         """Add what is known only once the run is built (runtime, parameter count, data source) to meta.json."""

@@ -73,7 +73,7 @@ def reusable(path: Path, spec: spec_mod.Spec) -> None:
     if not spec_file.is_file():
         return
     try:
-        theirs = spec_mod.load(spec_file)
+        theirs = spec_mod.load(RunDir(path).spec_tree(), name=str(spec_file))  # as the run was written
     except UserError as exc:
         raise UserError(f"{path} holds an unreadable run ({exc.message}); delete it or use another --out") from None
     changed = [k for k in spec_mod.diff(theirs, spec) if k not in spec_mod.RESUME_FREE

@@ -15,16 +15,18 @@ import torch.nn.functional as F
 
 from . import checkpoint as ckpt
 from .. import data as data_mod
-from . import distributed, gates, onednn_guard, precise_bn
+from . import distributed, gates, onednn_guard, optimizers, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, GradNormCallback, log_record
 from .curve import CurveProbe
+from .mixup import Mixed
 from ..errors import PipeClosed, UserError
 from ..model import build_model, count_params
 from .rundir import CHECKPOINT, TENSORBOARD, RunDir
 from .signals import StopFlag
 from ..spec import RESUME_FREE, Spec, diff, load, to_tree
+from ..spec.legacy import as_written
 
 PIPE_CLOSED = "stopped: output pipe closed"  # summary status of a run whose stdout reader left (`| head -1`)
 SYNC_EVERY = 20  # read the loss back from the device every N steps (progress and divergence checks)
@@ -102,11 +104,7 @@ class Trainer:
         # Strided 1x1 convolutions over few channels corrupt oneDNN's heap in channels_last (onednn_guard.py).
         self.nchw_layers = onednn_guard.route_around(self.model, self.rt.device, self.rt.channels_last)
         o = spec.optim
-        if o.optimizer == "adamw":  # Loshchilov & Hutter 2019; Xiong et al. 2020 study warm-up under Adam
-            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, weight_decay=o.weight_decay)
-        else:
-            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=o.lr, momentum=o.momentum,
-                                             nesterov=o.nesterov, weight_decay=o.weight_decay)
+        self.optimizer = optimizers.build(self.model, o)  # with optim.lr_groups' own lr scales
         self.scaler = self.rt.scaler()
         # Gradients live from the first step to the last: allocate them now, before any activation,
         # and zero them in place. Allocated during the first backward they land between recomputed
@@ -163,7 +161,7 @@ class Trainer:
     def restore(self, state: dict[str, Any], allow_spec_change: bool = False) -> list[str]:
         """Continue from a checkpoint; returns the spec keys that differ from the saved run's
         (empty unless `allow_spec_change`)."""
-        saved = load(state["spec"], name="checkpoint spec")
+        saved = load(as_written(state["spec"]), name="checkpoint spec")
         if saved.run.precision == "auto":  # checkpoints from before precision was recorded
             saved = runtime_mod.pinned(saved, self.rt)
         changed = [k for k in diff(saved, self.spec) if k not in RESUME_FREE]
@@ -197,8 +195,7 @@ class Trainer:
 
     def set_lr(self) -> float:
         lr = schedule.lr_at(self.p.iteration, self.spec.optim, self.iters_per_epoch)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        optimizers.set_lrs(self.optimizer, lr)
         return lr
 
     def run(self) -> dict[str, Any]:
@@ -231,9 +228,9 @@ class Trainer:
         tick = time.perf_counter()
         every = self.spec.train.checkpoint_every
         for x, y in self.batches.epoch(p.epoch, start=p.step, order=self._global_order()):
-            loss, out = self._step(x, y)
+            loss, hits = self._step(x, y)
             acc[0] += loss.detach() * len(y)
-            acc[1] += (out.argmax(1) == y).sum()
+            acc[1] += hits
             seen += len(y)
             p.iteration += 1
             p.step += 1
@@ -282,11 +279,15 @@ class Trainer:
         return self.order
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One SGD step; the loss and the batch's correct predictions (under mixup, counted as its
+        loss is: the mixture of the two targets')."""
         self.lr = self.set_lr()
-        x = x.contiguous(memory_format=self.rt.memory_format)
+        mixed = Mixed(x, y, self.spec.optim.mixup) if self.spec.optim.mixup else None
+        x = (mixed.x if mixed else x).contiguous(memory_format=self.rt.memory_format)
         with self.rt.autocast():
             out = self.forward_model(x)  # (N, classes)
-            loss = F.cross_entropy(out.float(), y, **self.loss_kwargs)
+            loss = (mixed.loss(out.float(), **self.loss_kwargs) if mixed else
+                    F.cross_entropy(out.float(), y, **self.loss_kwargs))
         self.optimizer.zero_grad(set_to_none=False)
         self.scaler.scale(loss).backward()  # fp16: the loss scaled up so small gradients survive
         self.scaler.unscale_(self.optimizer)  # callbacks (gradient norms) see the true gradients
@@ -295,7 +296,7 @@ class Trainer:
             cb.after_backward(self)
         self.scaler.step(self.optimizer)  # fp16: skipped when a gradient overflowed
         self.scaler.update()
-        return loss, out.detach()
+        return loss, (mixed.hits(out.detach()) if mixed else (out.detach().argmax(1) == y).sum())
 
     def _sync(self, loss: torch.Tensor) -> tuple[float, bool]:
         """The loss (mean over ranks) and whether any rank was asked to stop."""
@@ -327,6 +328,7 @@ class Trainer:
         p = self.p
         record: dict[str, Any] = {
             "event": "epoch", "epoch": p.epoch + 1, "iter": p.iteration, "lr": self.lr,
+            **({"lr_groups": optimizers.lrs(self.optimizer)} if len(self.optimizer.param_groups) > 1 else {}),
             "train_loss": p.loss_sum / max(p.seen, 1), "train_error": 100.0 * (1 - p.correct / max(p.seen, 1)),
         }
         if self.spec.train.eval_every == "epoch" or p.iteration >= self.total:  # all ranks, sharded

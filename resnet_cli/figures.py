@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import writable
 from .errors import UserError
 
 
@@ -45,19 +46,7 @@ def target(given: str | Path | None, default: Path, flag: str = "--out") -> Path
         what = f"unknown figure format '.{suffix}'" if suffix else "no file extension"
         raise UserError(f"{flag} {text}: {what}; give a file name ending in one of "
                         f"{', '.join('.' + f for f in formats())} (e.g. {path.with_suffix('.png').name})")
-    _check_writable(path, flag, text)
-    return path
-
-
-def _check_writable(path: Path, flag: str, text: str) -> None:
-    """The nearest folder that exists must be a writable directory, so the figure can be written."""
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UserError(f"{flag} {text}: {parent} is a file, not a folder; give a path in a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"{flag} {text}: cannot write in {parent} (permission denied); give another path")
+    return writable.check_file(path, flag)
 
 
 def save(fig, path: str | Path) -> Path:

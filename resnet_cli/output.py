@@ -119,6 +119,17 @@ def info(message: str) -> None:
     stderr().print(message)
 
 
+def duration(seconds: float) -> str:
+    """A wall time as people say it: 45 s, 12 min, 3.5 h, 2.1 days."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
 def fmt(value: Any, digits: int = 2) -> str:
     if value is None:
         return "-"

@@ -343,16 +343,17 @@ def test_only_rejects_bad_keys(in_tmp, tiny):
     assert plan.find("2:7").seed == 7  # any seed of a row can be run alone
 
 
-def test_a_run_that_cannot_start_stops_the_sweep_in_one_line(in_tmp, tiny):
-    # CIFAR-10 is not there and may not be downloaded: every run would fail alike, so the first stops it.
+def test_data_that_cannot_be_read_stops_the_sweep_before_it_starts(in_tmp, tiny):
+    # CIFAR-10 is not there and may not be downloaded: every run would fail alike, so the study is
+    # refused in one line before any run directory is made.
     (in_tmp / "empty").mkdir()
     r = invoke("ablate", tiny, "--out", "res", "--jobs", 1, "--set", "data.dataset=cifar10",
                "--set", "data.download=false", "--set", f"data.dir={in_tmp / 'empty'}")
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
-    assert "Traceback" not in r.stderr and lines[-1].startswith("resnet: error: run 1:0")
-    assert "CIFAR-10 not found" in lines[-1]
-    assert not (in_tmp / "res" / "01-identity-s1").exists()
+    assert "Traceback" not in r.stderr and len(lines) == 1
+    assert lines[0].startswith("resnet: error: CIFAR-10 not found")
+    assert not (in_tmp / "res").exists()
 
 
 @pytest.mark.slow

@@ -69,6 +69,7 @@ def test_jacobian_cli_json():
     res = CliRunner().invoke(app, ["gradnorm", "--jacobian", "--blocks", "5", "--json"])
     assert res.exit_code == 0, res.output
     objs = lines(res.stdout)
+    assert {o["event"] for o in objs} == {"jacobian_gain"}  # --jacobian draws no figure
     assert {(o["net"], o["kernel_std"]) for o in objs} == {(n, s) for n in ("plain", "residual") for s in (0.1, 0.3)}
     assert all(o["blocks"] == 5 and o["gain"] >= 0 for o in objs)
 
@@ -100,6 +101,10 @@ def test_cli_json_one_object_per_spec_and_layer(in_tmp):
                                    "-v", "exclusive_gate", *TINY_SETS, "--json", "--out", "g.png"])
     assert res.exit_code == 0, res.output
     objs = lines(res.stdout)
+    # Every line says what it is (README: "its `event` saying what it is"); the figure is the last.
+    assert objs[-1] == {"event": "figure", "path": "g.png"}
+    objs = objs[:-1]
+    assert {o["event"] for o in objs} == {"layer_grad_norm"}
     assert all({"spec", "layer", "index", "grad_norm"} <= set(o) for o in objs)
     assert (in_tmp / "g.png").is_file()
     for name in ("plain", "original", "scale:0.5", "exclusive_gate"):
@@ -120,7 +125,7 @@ def test_averaging_over_steps_and_spec_files(in_tmp):
     (in_tmp / "mine.yaml").write_text("model:\n  family: digits\n  depth: 6\n  widths: [4]\ndata:\n  dataset: digits\n")
     res = CliRunner().invoke(app, ["gradnorm", "mine.yaml", "--steps", "3", "--batch-size", "16", "--json"])
     assert res.exit_code == 0, res.output
-    objs = lines(res.stdout)
+    objs = [o for o in lines(res.stdout) if o["event"] == "layer_grad_norm"]
     assert {o["spec"] for o in objs} == {"mine"}
     assert len([o for o in objs if o["path"] == "main"]) == 6
 
@@ -198,6 +203,9 @@ def test_responses_of_a_trained_run(in_tmp):
     res = CliRunner().invoke(app, ["gradnorm", "--responses", "r6", "--json"])
     assert res.exit_code == 0, res.output
     objs = lines(res.stdout)
+    assert objs[-1] == {"event": "figure", "path": "r6/responses.png"}
+    objs = objs[:-1]
+    assert {o["event"] for o in objs} == {"layer_response"}
     assert [o["index"] for o in objs] == [1, 2, 3, 4, 5]  # the 5 convs of a 6-layer net
     assert all({"spec", "layer", "index", "std"} <= set(o) and o["std"] > 0 for o in objs)
     assert (in_tmp / "r6" / "responses.png").is_file()

@@ -34,14 +34,27 @@ def a_file(in_tmp):
     return path
 
 
-@pytest.mark.parametrize("command", ["train", "degrade"])
-@pytest.mark.parametrize("where,says", [("file", "is a file, not a directory"), ("under_file", "cannot create"),
+@pytest.mark.parametrize("command", ["train", "degrade", "ablate"])
+@pytest.mark.parametrize("where,says", [("file", "is a file, not a directory"),
+                                        ("under_file", "notes.txt is a file, not a folder"),
                                         ("proc", "cannot create")])
 def test_an_out_that_cannot_be_a_directory_is_one_line(in_tmp, a_file, command, where, says):
+    # ablate used to print a traceback (--jobs 1) or an error line per run (--jobs 2) with a file here
     out = {"file": a_file, "under_file": a_file / "run", "proc": "/proc/resnet-run"}[where]
-    args = [*TINY] if command == "train" else ["--depths", "8", "--epochs", "1"]
+    args = {"train": TINY, "degrade": ["--depths", "8", "--epochs", "1"],
+            "ablate": ["projection", "--preset", "quick", "--jobs", "2"]}[command]
+    if command == "ablate" and where == "proc":
+        pytest.skip("/proc is a folder root may write in: the study's first run directory says it")
     one_line(invoke(command, *args, "--out", out), f"--out {out}", says)
     assert a_file.read_text() == "mine\n"  # nothing of the user's is touched
+    assert sorted(p.name for p in in_tmp.iterdir()) == ["notes.txt"]  # nothing made
+
+
+def test_eval_and_export_check_their_out_before_loading_anything(run_copy, in_tmp, a_file):
+    one_line(invoke("eval", run_copy, "--out", a_file), f"--out {a_file}", "is a file, not a directory")
+    one_line(invoke("eval", run_copy, "--figure", a_file / "cm.png"), "notes.txt is a file, not a folder")
+    one_line(invoke("export", run_copy, "--out", a_file / "net.pt"), "notes.txt is a file, not a folder")
+    assert a_file.read_text() == "mine\n"
 
 
 @pytest.fixture

@@ -75,6 +75,7 @@ def test_configs_lists_every_bundled_file_and_each_spec_builds():
     r = invoke("configs", "--json")
     assert r.exit_code == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert {row["event"] for row in rows} == {"config"}  # every JSON line says what it is (README)
     on_disk = {str(p.relative_to(S.configs_dir()).with_suffix("")) for p in S.configs_dir().rglob("*.yaml")}
     assert {row["name"] for row in rows} == on_disk
     specs = [row for row in rows if row["kind"] == "spec"]

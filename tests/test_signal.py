@@ -68,6 +68,9 @@ def test_gradnorm_signal_command(tmp_path):
     res = CliRunner().invoke(app, ["gradnorm", "--signal", "--depth", "8", "--json", "--out", str(fig)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert rows[-1] == {"event": "figure", "path": str(fig)}
+    rows = rows[:-1]
+    assert {r["event"] for r in rows} == {"signal_unit"}
     assert [r["spec"] for r in rows] == [n for n in sig.NETS for _ in range(3)]
     assert all(r["branch_var"] == 0 for r in rows if r["spec"] in ("Fixup", "SkipInit", "ReZero"))
     assert fig.stat().st_size > 0

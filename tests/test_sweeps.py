@@ -89,6 +89,8 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode in (130, 143), err  # 143 asserted at the end
     assert "Traceback" not in err and "rerun the same command to resume" in err
+    # The interrupted run is not counted as trained (it said "1 run(s) trained").
+    assert "0 run(s) trained, 1 interrupted, 1 not started, 0 already finished" in err, err
     first = tmp_path / "res" / "01-first-s0"
     summary = json.loads((first / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["iterations"] == 3

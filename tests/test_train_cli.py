@@ -97,6 +97,17 @@ def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
     assert "Traceback" not in r.stderr and r.stdout == ""
 
 
+@pytest.mark.parametrize("text", ["", "# only a comment\n"])
+def test_an_empty_spec_file_is_refused_not_read_as_the_defaults(in_tmp, text):
+    # An empty file used to train CIFAR-10 ResNet-20 with exit 0: a typo'd or truncated spec ran
+    # something nobody asked for.
+    (in_tmp / "empty.yaml").write_text(text)
+    r = invoke("train", "empty.yaml", "--dry-run")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip() == ("resnet: error: empty.yaml: the spec file is empty; write at least one section "
+                                "(e.g. 'model: {depth: 56}'), or leave the spec out to train the defaults")
+
+
 def test_a_bundled_name_still_finds_its_config(in_tmp):
     for name in ("cifar/resnet110", "resnet110", "cifar/resnet110.yaml"):
         r = invoke("train", name, "--dry-run", "--json")
@@ -186,6 +197,17 @@ def test_two_trains_started_together_without_out_both_finish(in_tmp):
     assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
     dirs = {json_lines(out)[-1]["run_dir"] for out, _ in outs}
     assert len(dirs) == 2 and all((in_tmp / d / "summary.json").is_file() for d in dirs)
+
+
+def test_resume_of_a_finished_run_says_there_was_nothing_to_train(in_tmp):
+    # It printed the old summary alone, as if the command had trained it now.
+    first = invoke("train", *TINY, "--out", "run")
+    assert first.exit_code == 0, first.stderr
+    again = invoke("train", "--resume", "run")
+    assert again.exit_code == 0 and json_lines(again.stdout) == [json_lines(first.stdout)[-1]]
+    iters = json_lines(first.stdout)[-1]["iterations"]
+    assert again.stderr.strip() == (f"run: nothing to train, the run had already ended (completed at iteration "
+                                    f"{iters}); its summary:")
 
 
 def test_resume_of_a_missing_run_is_one_line_and_loads_no_data(in_tmp):

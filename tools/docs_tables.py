@@ -1,7 +1,7 @@
 """Write the measured tables and figures of docs/ from the JSON lines the `resnet` commands print.
 
     python tools/docs_tables.py quick      # `make docs`: digits runs, degrade, gradnorm, plot, lesion, landscape
-    python tools/docs_tables.py studies    # `make docs-studies`: the six quick ablation studies, the benchmarks
+    python tools/docs_tables.py studies    # `make docs-studies`: the quick CNN ablation studies, the benchmarks
     python tools/docs_tables.py fashion    # `make docs-fashion`: He 2016a Fig. 1/6 on Fashion-MNIST, its lesions and landscapes
     python tools/docs_tables.py fashion-studies  # `make docs-fashion-studies`: Tables 1, 2 and depth on Fashion-MNIST
     python tools/docs_tables.py usage      # only the `--help` texts (seconds)

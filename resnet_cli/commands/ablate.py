@@ -11,7 +11,7 @@ import typer
 from rich.live import Live
 from rich.markup import escape
 
-from .. import errors, figures, output
+from .. import errors, figures, output, writable
 from ..cli import command
 from ..errors import PipeClosed, UserError
 from ..experiments import budgets as budgets_mod
@@ -28,11 +28,11 @@ Figure = Annotated[Optional[str], typer.Option("--figure", help="Bar chart PNG (
 
 @command()
 def ablate(
-    study: Annotated[str, typer.Argument(help="A shipped study (shortcut, activation, activation-modern, projection, depth, zero-init, "
-                                              "transformer-ln, transformer-shortcut) "
+    study: Annotated[str, typer.Argument(help=f"A shipped study ({', '.join(study_mod.shipped())}) "
                                               "or a study YAML file.")],
     preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
-                                                         "(minutes); or a preset the study defines.")] = "paper",
+                                                         "(8x8 digits: seconds to a few minutes a run, 2-30 min a "
+                                                         "study on 2 cores); or a preset the study defines.")] = "paper",
     out: Annotated[Optional[str], typer.Option("--out", help="Results directory (default runs/ablate/STUDY-PRESET); "
                                                              "one run directory per (row, seed) inside.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once (0: one per GPU, else one per CPU "
@@ -72,6 +72,7 @@ def ablate(
     # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
+    writable.check_dir(plan.results)  # a file in the way: one line now, not a traceback per run later
     if budgets is not None:
         plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
     if launcher is not cluster.Launcher.local or dry_run or wait or cluster_file or partition or time or \
@@ -131,6 +132,7 @@ class _Progress:
         self.running: set[str] = set()
         self.failed: dict[str, str] = {}
         self.finished = 0
+        self.total = sweep.to_train(plan)  # a resumed sweep counts what is left, not what was planned
         self.live = None
         if sys.stderr.isatty():
             # redirect_stdout=False: rich's Live would otherwise capture stdout while it runs.
@@ -153,7 +155,7 @@ class _Progress:
                 rec = self.report.load_run(run.path) if outcome.status != "error" else None  # not another spec's
                 err = f", test error {rec.test_error:.2f}%" if rec and rec.test_error is not None else ""
                 extra = f": {outcome.message}" if outcome.status == "error" else ""
-                self.console.print(escape(f"[{self.finished}/{len(self.plan.runs)}] {run.path.name}: "
+                self.console.print(escape(f"[{self.finished}/{self.total}] {run.path.name}: "
                                           f"{outcome.status}{err} ({outcome.wall_s:.0f} s){extra}"))
         if self.live is not None:
             self.live.update(self.table())
@@ -161,10 +163,11 @@ class _Progress:
 
 def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) -> None:
 
+    sweep.check_data(plan)  # before any run directory is made
     console = output.stderr()
     about = plan.preset_about or "as the study defines it"
     console.print(escape(f"{plan.title} [preset {plan.preset}: {about}]: {len(plan.rows)} rows x "
-                         f"{len(plan.seeds)} seeds in {plan.results}"))
+                         f"{len(plan.seeds)} seeds in {plan.results}: {sweep.preview(plan, jobs)}"))
     progress = _Progress(plan, report, console)
     tick = time.perf_counter()
     if progress.live is not None:
@@ -175,9 +178,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
         if progress.live is not None:
             progress.live.stop()
     outcomes = result.outcomes.values()
-    trained = sum(o.status not in ("skipped", "error") for o in outcomes)
-    skipped = sum(o.status == "skipped" for o in outcomes)
-    console.print(f"{trained} run(s) trained, {skipped} already finished, in {time.perf_counter() - tick:.0f} s")
+    console.print(f"{sweep.tally(result.outcomes, len(plan.runs))}, in {time.perf_counter() - tick:.0f} s")
 
     _study_table(plan, progress.failed, fmt, figure_path, threshold)
     if progress.live is not None:  # its table has gone; without it, each run's line has said so already

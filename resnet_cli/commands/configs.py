@@ -20,7 +20,7 @@ def configs(json_: common.Json = False) -> None:
         rel = path.relative_to(root).with_suffix("")
         folder = rel.parts[0]
         use = EXPERIMENT_DIRS.get(folder, "resnet train NAME").replace("NAME", rel.name if folder == "studies" else str(rel))
-        rows.append({"name": str(rel), "kind": {"studies": "study", "degrade": "degrade"}.get(folder, "spec"),
+        rows.append({"event": "config", "name": str(rel), "kind": {"studies": "study", "degrade": "degrade"}.get(folder, "spec"),
                      "use": use, "path": str(path), "about": about})
     # Two columns keep the sentences readable at 80 columns; how to run each kind is one caption line
     # (and each row's exact command is in the JSON output's "use").

@@ -32,7 +32,8 @@ _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc
 def degrade(
     spec_file: Annotated[str | None, typer.Argument(
         metavar="SPEC", help="A degrade config (spec + `degrade:` section) or any spec file / bundled config as the base. "
-             "Default: degrade/digits-8-26, the Residual Connection article's experiment (8 and 26 layers, 10 seeds, 6 epochs).")] = None,
+             "Default: degrade/digits-8-26, the digits experiment of the encyclopedia-style \"Residual Connection\" "
+             "article on residual connections (docs/reference.md): 8 and 26 layers, 10 seeds, 6 epochs.")] = None,
     depths: Annotated[list[str] | None, typer.Option(
         "--depths", help="Depths to compare: 8,26 (or repeat the flag). Default: the config's.")] = None,
     seeds: Annotated[str | None, typer.Option(
@@ -97,7 +98,8 @@ def degrade(
     log.print(f"degrade: {n_runs} run{'s' if n_runs != 1 else ''} "
               f"(depths {', '.join(map(str, plan.depths))}; {', '.join(plan.nets)}; seeds "
               f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
-    grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, n_runs))
+    # A resumed grid counts the runs left to train, not all it plans.
+    grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, sweep.to_train(deg.study(plan))))
     _render(grid, fmt, log)
 
 
@@ -204,10 +206,10 @@ def _render(grid, fmt, log) -> None:
     output.render([*({k: r.get(k) for k in _RUN_KEYS} for r in grid.records), *grid.summaries], fmt,
                   output.View(draw=table, show=False))
     _findings(grid, log)
-    trained = sum(o.status not in ("skipped", "error") for o in outcomes.values())
+    planned = len(grid.plan.depths) * len(grid.plan.nets) * len(grid.plan.seeds)
+    done = sweep.tally(outcomes, planned, finished=len(reused), finished_words="reused")
     if grid.figure is not None:
-        log.print(f"figure: {grid.figure}   results: {grid.plan.out / deg.RESULT_FILE}   {trained} run(s) trained, "
-                  f"{len(reused)} reused; wall time {grid.wall_s:.0f} s (training, every run's own time summed: "
+        log.print(f"figure: {grid.figure}   results: {grid.plan.out / deg.RESULT_FILE}   {done}; wall time {grid.wall_s:.0f} s (training, every run's own time summed: "
                   f"{sum(r['wall_s'] or 0.0 for r in grid.records):.0f} s)")
         log.print(f"run directories (for resnet lesion, landscape, paths, report): "
                   f"{grid.plan.out / deg.RUN_DIRS}/<net>-<depth>-seed<seed>")

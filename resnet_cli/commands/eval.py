@@ -8,12 +8,13 @@ from typing import Annotated
 
 import typer
 
-from .. import output
+from .. import figures, output, writable
 from ..errors import UserError
-from ..experiments import evaluate as evaluate_mod
-from ..experiments.trained import open_runs
 from ..cli import command
 from . import common
+
+# evaluate and trained import torch: they are imported where a run is evaluated, so that
+# `resnet eval --help` answers without loading it (2-3 s).
 
 RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR",
     help="Run directories of trained nets (resnet train --out DIR); any status with a checkpoint.")]
@@ -46,6 +47,11 @@ def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, recalibrate
         raise UserError(f"--bn-batches {bn_batches}: only with --recalibrate-bn (the batches it re-estimates BN over)")
     sets = [f"data.dir={data_dir}"] if data_dir is not None else []
     sets += list(set_ or [])
+    out_dir = writable.check_dir(out) if out else None  # before any weights load
+    fig_path = figures.target(figure, Path("confusion.png"), "--figure") if figure else None
+
+    from ..experiments import evaluate as evaluate_mod
+    from ..experiments.trained import open_runs
 
     def check(specs) -> None:  # every bad --split or --tta before any weights load
         for p, s in zip(run_dirs, specs):
@@ -53,7 +59,7 @@ def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, recalibrate
 
     results = [evaluate_mod.evaluate_run(trained, split, tta, batch_size, bn_batches if recalibrate_bn else None)
                for trained in open_runs(run_dirs, device, threads, data_sets=sets, before=check)]
-    written = _write(results, split, Path(out) if out else None, Path(figure) if figure else None)
+    written = _write(results, split, out_dir, fig_path)
     output.render(records(results, written), fmt, views(results, written))
 
 
@@ -73,6 +79,8 @@ def records(results: list[dict], written: list[tuple[str, Path]]) -> list[dict]:
 
 def _write(results: list[dict], split: str, out: Path | None, figure: Path | None) -> list[tuple[str, Path]]:
     """Files only where asked: --out DIR (results and figure), --figure PATH (the figure)."""
+    from ..experiments import evaluate as evaluate_mod
+
     written = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

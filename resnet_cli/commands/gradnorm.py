@@ -58,7 +58,8 @@ def gradnorm(
     layers: Annotated[bool, typer.Option("--layers", help="Print every layer, specs side by side.")] = False,
     jacobian: Annotated[bool, typer.Option(
         "--jacobian", help="Largest singular value of d(output)/d(input) of plain and residual stacks of "
-                           "conv-ReLU-conv blocks on one digit, by power iteration (the digits toy of the Residual Connection article; --seed draws "
+                           "conv-ReLU-conv blocks on one digit, by power iteration (the digits toy of the encyclopedia-style \"Residual Connection\" article on residual connections, "
+                           "docs/reference.md; --seed draws "
                            "the kernels and the noise, default 0).")] = False,
     blocks: Annotated[list[int] | None, typer.Option(
         "--blocks", min=1, help="--jacobian: blocks in the stack (repeatable). Default 30.")] = None,
@@ -146,8 +147,17 @@ def _norms(fmt, named, steps: int, out: str | None, per_layer: bool) -> None:
                   f"on {s.data.dataset}")
         results.append(norms.measure_spec(name, s, steps, data=cache[key]))
     norms.figure(results, fig_path)
-    output.render(norms.rows(results), fmt, [_summary_view(results, steps), _layer_view(results, per_layer)])
-    log.print(f"figure: {fig_path}")
+    records = [{"event": "layer_grad_norm", **r} for r in norms.rows(results)]
+    _render(records, fmt, [_summary_view(results, steps), _layer_view(results, per_layer)], fig_path)
+
+
+def _render(records: list[dict], fmt: output.Format, views, fig_path: Path) -> None:
+    """The rows, then where the figure went: a `figure` object in JSON (as lesion, paths and plot
+    write it), a line on stderr under the tables on a terminal."""
+    output.render([*records, {"event": "figure", "path": str(fig_path)}] if fmt is output.Format.JSON else records,
+                  fmt, views)
+    if fmt is not output.Format.JSON:
+        output.stderr().print(f"figure: {fig_path}")
 
 
 def _summary_view(results, steps: int) -> output.View:
@@ -199,7 +209,7 @@ def _jacobian(fmt, blocks: list[int], stds: list[float], seed: int) -> None:
     output.stderr().print(f"gradnorm --jacobian: stacks of {', '.join(map(str, sorted(set(blocks))))} "
                           f"conv-ReLU-conv blocks on one 8x8 digit, kernel std {', '.join(map(str, stds))}, "
                           f"seed {seed}, float64 power iteration")
-    results = jacobian.toy_gains(blocks=blocks, stds=stds, seed=seed)
+    results = [{"event": "jacobian_gain", **r} for r in jacobian.toy_gains(blocks=blocks, stds=stds, seed=seed)]
     for r in results:
         seed_fig = jacobian.SEED_GAINS.get((r["net"], r["kernel_std"])) if r["blocks"] == 30 else None
         r["seed_gain"] = seed_fig
@@ -229,9 +239,9 @@ def _responses(fmt, run_dirs: list[str], split: str, device: str, out: str | Non
     for r in runs:
         r["name"] = r["label"] if labels.count(r["label"]) == 1 else f"{r['label']} ({Path(r['run']).name})"
     layer_responses.responses_figure(runs, fig_path)
-    records = [{"spec": r["name"], "run": r["run"], **layer} for r in runs for layer in r["layers"]]
-    output.render(records, fmt, _response_views(runs, split, per_layer))
-    output.stderr().print(f"figure: {fig_path}")
+    records = [{"event": "layer_response", "spec": r["name"], "run": r["run"], **layer}
+               for r in runs for layer in r["layers"]]
+    _render(records, fmt, _response_views(runs, split, per_layer), fig_path)
 
 
 def _response_views(runs: list[dict], split: str, per_layer: bool) -> list[output.View]:
@@ -271,11 +281,11 @@ def _signal(fmt: output.Format, specs: list[str], overrides: list[tuple[str, Any
         results.append(sig.measure_spec(name, s, cache[key]))
     sig.figure(results, fig_path)
     last = {(r.name, len(r.units)) for r in results}
-    output.render(sig.rows(results), fmt, output.View(
+    records = [{"event": "signal_unit", **r} for r in sig.rows(results)]
+    _render(records, fmt, output.View(
         "signal propagation at initialisation, at the last residual unit",
         ["spec", "units", "sq. mean", "variance", "branch var."],
         row=lambda r: (r["spec"], str(r["unit"]), f"{r['sq_mean']:.3g}", f"{r['var']:.3g}", f"{r['branch_var']:.3g}"),
         keep=lambda r: (r["spec"], r["unit"]) in last,
         caption="per unit, over one batch: the average channel squared mean and variance of the unit's output "
-                "and the variance of what its branch adds (--json: every unit)",
-        log=[f"figure: {fig_path}"]))
+                "and the variance of what its branch adds (--json: every unit)"), fig_path)

@@ -70,5 +70,9 @@ def view(results: list[dict], fig_path: Path, lo: float, hi: float) -> output.Vi
         lambda s: (s["label"], s["loss_center"], s["accuracy_center"], f"{s['loss_max']:.3g}",
                    str(s["local_minima"]), s["tv_ratio"], f"{100 * s['nonconvex_fraction']:.0f}"),
         keep=lambda rec: rec["event"] == "landscape_summary",
-        caption="one valley: 1 minimum, TV/range 1-2; chaotic: more of both", notes=[PAPER],
+        caption="loss@0, acc@0: at the trained weights; minima: strict local minima of the loss on the grid; "
+                "TV/range: total variation of log(loss) along each grid line over its range (1-2 for one valley, "
+                "each extra bump adds about twice its height); nonconvex %: grid points where the loss curves "
+                "downward (negative finite-difference curvature). One valley: 1 minimum, TV/range 1-2; "
+                "chaotic: more of both", notes=[PAPER],
         log=[f"figure: {fig_path} ({sum(r['wall_s'] for r in results):.1f} s)"])

@@ -37,7 +37,12 @@ def report(
     target = figures.target(figure, Path("report.png"), "--figure") if figure else None
     gates_target = figures.target(gates, Path("gates.png"), "--gates") if gates else None
     duplicates: list[Path] = []
-    tables = report_mod.aggregate(report_mod.collect(root, duplicates))
+    found = report_mod.collect(root, duplicates)
+    pending = report_mod.missing(found)  # a study's rows and seeds not run yet (or not gathered here)
+    if pending:
+        output.info(f"{len(pending)} planned run(s) of the study have no run directory below {directory}: "
+                    "shown as pending")
+    tables = report_mod.aggregate(found + pending)
     if duplicates:  # the same spec and seed found again: one seed, not two
         shown = ", ".join(str(p) for p in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
         output.info(f"{len(duplicates)} duplicate run(s) ignored (same spec and seed as another): {shown}")

@@ -27,13 +27,13 @@ Where things live:
 
 from .augment import AUGMENT_MODES, augment_batch, augment_from
 from .batches import Batches, eval_batches
-from .dataset import SPLITS, Data, batches_for, eval_for, load, num_examples
+from .dataset import SPLITS, Data, batches_for, check_readable, eval_for, load, num_examples
 from .folders import FolderBatches, FolderData
 from .order import epoch_order, shard_of
 from .splits import Split, cache_dir
 
 __all__ = [
     "AUGMENT_MODES", "SPLITS", "Batches", "Data", "FolderBatches", "FolderData", "Split", "augment_batch",
-    "augment_from", "batches_for", "cache_dir", "epoch_order", "eval_batches", "eval_for", "load",
+    "augment_from", "batches_for", "cache_dir", "check_readable", "epoch_order", "eval_batches", "eval_for", "load",
     "num_examples", "shard_of",
 ]

@@ -75,6 +75,17 @@ def load(spec) -> Data:
                 mean=mean, std=std, source=raw.source)
 
 
+def check_readable(spec) -> None:
+    """The reader's one-line error now, where a dataset cannot be read: what a study checks before it
+    creates any run directory. Tensor datasets are read (seconds, or a download where data.download
+    allows one); image folders only have their train/ and val/ looked for (scanning ImageNet takes
+    minutes)."""
+    if DATASETS[spec.dataset].reader == "folders":
+        folders.check_root(spec)
+    else:
+        load(spec)
+
+
 def num_examples(data: Data, split_name: str) -> int:
     """Images in a split; 0 when the split is absent (no val_split)."""
     _check_split(split_name)

@@ -29,13 +29,19 @@ def root_of(spec) -> Path:
     return given_dir(spec, "image folder", "train/<class>/*.jpg and val/<class>/*.jpg") or cache_dir() / "imagenet"
 
 
-def read(spec) -> FolderData:
-    """The folder's (path, label) lists per split: `<dir>/train` and `<dir>/val` (the test split)."""
+def check_root(spec) -> Path:
+    """The root, once its train/ and val/ folders are there (no image is read)."""
     root = root_of(spec)
     for sub in ("train", "val"):
         if not (root / sub).is_dir():
             raise UserError(f"image folder {root / sub} not found: expected {root}/train/<class>/*.jpg "
                             f"and {root}/val/<class>/*.jpg (pass --data-dir DIR)")
+    return root
+
+
+def read(spec) -> FolderData:
+    """The folder's (path, label) lists per split: `<dir>/train` and `<dir>/val` (the test split)."""
+    root = check_root(spec)
     train_set = _scan(root / "train")
     if len(train_set.classes) < 2:
         raise UserError(f"image folder {root / 'train'} has {len(train_set.classes)} class folder(s); "

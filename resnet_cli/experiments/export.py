@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from .. import data as data_mod
-from .. import errors
+from .. import errors, writable
 from ..spec.datasets import PIXELS
 from ..errors import UserError
 from ..spec.registry import Registry
@@ -73,6 +73,7 @@ def check_request(fmt: str, path: Path, force: bool) -> None:
         raise UserError(f"{taken[0]} exists; pass --force to replace it, or another --out")
     if path.is_dir():
         raise UserError(f"--out {path} is a directory; give a file path, e.g. {path / ('model' + SUFFIX[fmt])}")
+    writable.check_file(path)  # its folder: a file in the way or a read-only place, before the export
 
 
 def preprocessing(trained: Trained) -> dict:

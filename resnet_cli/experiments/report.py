@@ -358,6 +358,35 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
     return out
 
 
+def missing(records: list[RunRecord]) -> list[RunRecord]:
+    """The runs a shipped study plans that are not among `records`, as `pending` records, so a table
+    gathered while a study is under way shows its missing rows and seeds instead of looking whole.
+    The plan is the study's preset with its own seeds; a directory whose rows that plan does not
+    have (a study of another version, or a file not shipped) gets nothing added: no guessing."""
+    from . import study as study_mod
+
+    out: list[RunRecord] = []
+    for name, preset in sorted({(r.study, r.preset) for r in records if r.study != "runs" and r.budget == 1}):
+        if name not in study_mod.shipped():
+            continue
+        try:
+            plan = study_mod.plan(name, preset)
+        except UserError:  # a preset this version no longer has
+            continue
+        mine = [r for r in records if (r.study, r.preset, r.budget) == (name, preset, 1)]
+        if not {(r.index, r.row) for r in mine} <= {(row.index, row.label) for row in plan.rows}:
+            continue
+        found = {(r.index, r.seed) for r in mine}
+        for run in plan.runs:
+            if (run.row.index, run.seed) not in found:
+                out.append(RunRecord(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
+                                     paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label,
+                                     seed=run.seed, paper=run.row.paper, status="pending",
+                                     fail_above=plan.fail_above, dataset=run.spec.data.dataset,
+                                     group=run.row.group, chance=chance_error(run.spec.data)))
+    return out
+
+
 def aggregate(records: list[RunRecord]) -> list[StudyTable]:
     """Group records into one table per (study, preset), rows in the study's order."""
     studies: dict[tuple[str, str], StudyTable] = {}

@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import signal
+import statistics
 import sys
 import time
 import traceback
@@ -74,6 +75,19 @@ def _summary(path: Path) -> dict[str, Any] | None:
         return json.loads((path / "summary.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def check_data(plan: Plan) -> None:
+    """Every dataset the plan's runs read, read once here: one missing (or a download that cannot
+    happen offline) is one line before any run directory exists, not the same error per run."""
+    from ..data import check_readable
+
+    seen: set[str] = set()
+    for run in plan.runs:
+        key = repr(run.spec.data)
+        if key not in seen:
+            seen.add(key)
+            check_readable(run.spec.data)
 
 
 def check_reusable(run: PlannedRun) -> None:
@@ -146,6 +160,55 @@ def auto_jobs(todo: int) -> int:
 
 
 Notify = Callable[[PlannedRun, Outcome | None], None]  # outcome None: the run has started
+
+
+def preview(plan: Plan, jobs: int | None = None) -> str:
+    """What is about to run, in one line for before anything starts: the runs, how many are left,
+    and how long where that is known. Known means measured here: the median wall time of this
+    plan's finished runs. A paper preset with nothing finished says the papers' scale instead."""
+    from ..output import duration
+    from ..spec.datasets import DATASETS
+
+    done = [summary for run in plan.runs if (summary := _summary(run.path)) and summary.get("status") in FINAL]
+    todo = len(plan.runs) - len(done)
+    head = f"{len(plan.runs)} runs, {todo} to train"
+    if not todo:
+        return f"{head}: every run has finished"
+    workers = jobs or auto_jobs(todo)
+    walls = sorted(s["wall_time_s"] for s in done if isinstance(s.get("wall_time_s"), (int, float)))
+    if walls:
+        each = statistics.median(walls)
+        rounds = -(-todo // workers)
+        return (f"{head}; {duration(each)} a run here (median of {len(walls)} finished), about "
+                f"{duration(each * rounds)} at {workers} at once")
+    if plan.preset == "paper" and any(DATASETS[run.spec.data.dataset].reads_files for run in plan.runs):
+        return f"{head}; paper scale: the papers' recipe, GPU days (--preset quick runs on a CPU)"
+    return f"{head}; time a run: not measured here yet (the first to finish tells)"
+
+
+def to_train(plan: Plan) -> int:
+    """The runs of the plan not yet finished: what a progress counter counts to."""
+    return sum(not is_finished(run) for run in plan.runs)
+
+
+def tally(outcomes: dict[str, Outcome], planned: int, finished: int | None = None,
+          finished_words: str = "already finished") -> str:
+    """How a sweep ended, in words: runs trained to their end (completed or diverged), interrupted
+    (they resume from their checkpoints), failed, never started, and finished before it began
+    (`finished`: that count where the caller knows it better than the skipped outcomes do)."""
+    counts: dict[str, int] = {}
+    for outcome in outcomes.values():
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    finished = counts.get("skipped", 0) if finished is None else finished
+    parts = [f"{counts.get('completed', 0) + counts.get('diverged', 0)} run(s) trained"]
+    for status, words in (("interrupted", "interrupted"), ("error", "failed")):
+        if counts.get(status):
+            parts.append(f"{counts[status]} {words}")
+    started = len(outcomes) - counts.get("skipped", 0)
+    if planned > started + finished:
+        parts.append(f"{planned - started - finished} not started")
+    parts.append(f"{finished} {finished_words}")
+    return ", ".join(parts)
 
 
 @dataclass

@@ -248,8 +248,9 @@ class DropoutShortcut(Combiner):
 @COMBINERS.register("rezero")
 class ReZero(Combiner):
     """Bachlechner et al. 2020: y = x + alpha * F(x) with one learned scalar alpha per unit, starting
-    at 0, so every unit starts as the identity (with nothing after the addition) and deep stacks
-    train without normalisation."""
+    at 0, so every unit starts as the identity and deep stacks train without normalisation. The
+    combiner is the sum alone; what follows it (nothing for ReZero, the original unit's ReLU for
+    SkipInit) is the unit's, chosen by `model.shortcut.after_addition`."""
 
     def __init__(self):
         super().__init__()
@@ -262,9 +263,10 @@ class ReZero(Combiner):
 @COMBINERS.register("skipinit")
 class SkipInit(ReZero):
     """De and Smith 2020 (SkipInit): a learned scalar alpha at the end of each residual branch,
-    initialised at 0, in a net whose normalisation is removed. The same form as ReZero (both papers
-    appeared in 2020, independently); registered under its own name so studies label their rows with
-    the paper they test, as highway nets beside exclusive gating."""
+    initialised at 0, in a net whose normalisation is removed. The same sum as ReZero (both papers
+    appeared in 2020, independently), but the unit keeps its ReLU after the addition
+    (`after_addition: auto` resolves to the ordering's), so the two nets differ once a branch adds
+    negative values."""
 
 
 def combiner_for(shortcut: dict, in_channels: int, out_channels: int, stride: int) -> Combiner:

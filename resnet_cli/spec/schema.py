@@ -242,8 +242,9 @@ def load_tree(spec_file: str | None) -> dict:
         return {}
     path = find_spec_file(spec_file)
     tree = yamlio.load_file(path)
-    if tree is None:
-        return {}
+    if tree is None:  # an empty file would silently train the defaults, which nobody means by writing one
+        raise UserError(f"{path}: the spec file is empty; write at least one section (e.g. 'model: {{depth: 56}}'), "
+                        "or leave the spec out to train the defaults")
     if not isinstance(tree, dict):
         raise UserError(f"{path}: a spec is a mapping of sections (model, data, optim, train, run)")
     return tree

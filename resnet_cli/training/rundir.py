@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, errors
+from .. import __version__, errors, writable
 from ..errors import UserError
 from ..spec import Spec, is_plain, to_yaml
 
@@ -83,8 +83,7 @@ def versions() -> dict[str, str]:
 def make_dir(path: Path, flag: str = "--out") -> None:
     """mkdir -p, where every failure (a file in the way, a read-only or virtual file system such as
     /proc) is one line naming the path instead of a traceback."""
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{flag} {path}: is a file, not a directory; give a directory path")
+    writable.check_dir(path, flag)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

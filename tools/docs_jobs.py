@@ -48,6 +48,14 @@ def machine() -> str:
     return text
 
 
+def threads_of(argv: tuple[str, ...]) -> str:
+    """The thread count a job's runs used, as its command gave it: a run repeats bitwise only at the
+    same count. Without --threads, torch's default (every core here; a study splits them)."""
+    if "--threads" in argv:
+        return argv[argv.index("--threads") + 1]
+    return f"torch's default ({os.cpu_count()} cores)"
+
+
 def _commit() -> str:
     """The commit measured; `+changes` when the working tree differed from it (outside docs/ and runs/)."""
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
@@ -74,7 +82,7 @@ def run_job(job: Job) -> bool:
         return False
     suffix = ".jsonl" if job.json_lines else ".txt"
     (JSON_DIR / f"{job.name}{suffix}").write_text(proc.stdout, encoding="utf-8")
-    meta = {"command": "resnet " + " ".join(job.argv), "wall_s": round(wall, 1),
+    meta = {"command": "resnet " + " ".join(job.argv), "wall_s": round(wall, 1), "threads": threads_of(job.argv),
             "cpu_user_s": round(after.ru_utime - before.ru_utime, 1), "machine": machine(), "commit": _commit(),
             "load_1min": round(os.getloadavg()[0], 1),
             "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")}

@@ -78,6 +78,21 @@ def test_shipped_studies_resolve(name, preset):
         assert all(r.spec.optim.epochs and r.spec.optim.warmup_iters < r.spec.optim.epochs * 23 for r in plan.rows)
 
 
+@pytest.mark.parametrize("name", ["shortcut", "projection", "zero-init", "normalisation", "activation",
+                                  "activation-modern", "depth"])
+def test_the_cheap_quick_presets_list_eight_seeds_per_row(name):
+    # Eight is the smallest n at which a study of about ten pairs can resolve an order after Holm
+    # when the seeds agree (the sign-flip test's smallest p is 2/2^n).
+    r = invoke("ablate", name, "--preset", "quick", "--list")
+    assert r.exit_code == 0, r.stderr
+    keys = [shlex.split(line)[shlex.split(line).index("--only") + 1] for line in r.stdout.splitlines()]
+    rows: dict[str, set[str]] = {}
+    for key in keys:
+        row, seed = key.split(":")
+        rows.setdefault(row, set()).add(seed)
+    assert rows and all(seeds == {str(s) for s in range(8)} for seeds in rows.values()), rows
+
+
 def test_activation_modern_is_the_activation_study_with_a_cosine_schedule():
     """The same rows, seeds and budget as `activation`, each spec differing only in optim.schedule
     (and the milestones the step schedule fills in): the two tables can be read side by side."""

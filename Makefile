@@ -43,7 +43,7 @@ lint: $(STAMP)
 docs: $(STAMP)  ## the quick tables and figures: digits runs, degrade, gradnorm, plot, lesion, landscape (minutes)
 	$(BIN)/python tools/docs_tables.py quick
 
-docs-studies: $(STAMP)  ## six of the eight shipped studies (the CNN ones; the two transformer studies: docs/vit.md), quick preset, and the benchmarks (an hour or more on 2 cores)
+docs-studies: $(STAMP)  ## the CNN studies (the transformer ones: docs/vit.md), quick preset, and the benchmarks (an hour or more on 2 cores)
 	$(BIN)/python tools/docs_tables.py studies
 
 docs-fashion: $(STAMP)  ## He 2016a Fig. 1/6 on Fashion-MNIST, with its lesions and landscapes (about 5 hours on 2 cores from scratch, a run at a time; needs the data)

@@ -50,10 +50,10 @@ def machine() -> str:
 
 def threads_of(argv: tuple[str, ...]) -> str:
     """The thread count a job's runs used, as its command gave it: a run repeats bitwise only at the
-    same count. Without --threads, torch's default (every core here; a study splits them)."""
+    same count. Without --threads, "default": torch's (every core; a sweep splits them)."""
     if "--threads" in argv:
         return argv[argv.index("--threads") + 1]
-    return f"torch's default ({os.cpu_count()} cores)"
+    return "default"
 
 
 def _commit() -> str:

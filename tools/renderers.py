@@ -200,8 +200,14 @@ def budget_table(budgets: list[tuple[str, list[dict[str, Any]]]], paper: tuple[f
 
 # --- resnet gradnorm ---------------------------------------------------------------------------
 
+def _measured(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """gradnorm's rows without the `figure` line it ends with (older output has none)."""
+    return [r for r in records if r.get("event") != "figure"]
+
+
 def gradnorm_table(records: list[dict[str, Any]]) -> str:
     """Per spec: ||dE/dW|| of the first conv, over all weight layers, of the fc layer; dx_0 / dx_L."""
+    records = _measured(records)
     specs = list(dict.fromkeys(r["spec"] for r in records))
     rows = []
     for spec in specs:
@@ -229,6 +235,7 @@ def vit_gradnorm_table(runs: list[tuple[str, list[dict[str, Any]]]]) -> str:
     (fc2) in the first, middle and last block, last over first; the attention output projection's too."""
     rows = []
     for init, records in runs:
+        records = _measured(records)
         for spec in dict.fromkeys(r["spec"] for r in records):
             fc2, proj = _per_block(records, spec, ".mlp.fc2"), _per_block(records, spec, ".attn.proj")
             rows.append((spec, init, len(fc2), sci(fc2[0]), sci(fc2[len(fc2) // 2 - 1]), sci(fc2[-1]),
@@ -268,6 +275,7 @@ def jacobian_seeds_table(records: list[dict[str, Any]]) -> str:
 
 
 def responses_table(records: list[dict[str, Any]]) -> str:
+    records = _measured(records)
     runs = list(dict.fromkeys((r["spec"], r["run"]) for r in records))
     rows = []
     for spec, run in runs:

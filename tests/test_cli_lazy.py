@@ -81,11 +81,11 @@ def test_a_mistyped_command_is_answered_with_the_closest_name():
     assert "No such command 'trian'. Did you mean 'train'?" in res.output
 
 
-@pytest.mark.parametrize("name", ["ablate", "configs", "eval", "report", "train"])
+@pytest.mark.parametrize("name", ["ablate", "configs", "eval", "export", "landscape", "lesion", "report", "train"])
 def test_a_commands_help_loads_no_torch(name):
     # `resnet train --help` and `resnet eval --help`, the two a new user reads first, took 3 s
-    # (torch loading); a help text needs no tensor library. (The analysis commands still load it
-    # with their modules.)
+    # (torch loading); a help text needs no tensor library. (bench, degrade, gradnorm, paths and
+    # plot still load it with their modules.)
     res, loaded = _loaded(name, "--help")
     assert res.returncode == 0, res.stderr
     assert not {m for m in loaded if m.split(".")[0] == "torch"}, f"resnet {name} --help imported torch"

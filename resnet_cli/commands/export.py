@@ -9,9 +9,10 @@ import typer
 
 from .. import output
 from ..cli import command
-from ..experiments import export as export_mod
-from ..experiments.trained import open_runs
 from . import common
+
+# The analysis modules import torch: they are imported where the command runs, so `--help` answers
+# without loading it.
 
 RunDirArg = Annotated[str, typer.Argument(metavar="RUN_DIR", help="A trained run's directory (resnet train --out DIR).")]
 Format = Annotated[str, typer.Option("--format", help="torchscript, onnx (needs resnet-cli[onnx]) or state_dict.")]
@@ -26,6 +27,9 @@ def export(run_dir: RunDirArg, format_: Format = "torchscript", out: OutPath = N
            data_dir: common.DataDir = None, set_: common.DataSet = None, force: Force = False,
            json_: common.Json = False) -> None:
     """Write a trained net for other tools (with its spec, class names and preprocessing) and check its logits."""
+    from ..experiments import export as export_mod
+    from ..experiments.trained import open_runs
+
     fmt = output.choose(json_)
     sets = ([f"data.dir={data_dir}"] if data_dir is not None else []) + list(set_ or [])
     path = Path(out) if out else Path(Path(run_dir).resolve().name + export_mod.SUFFIX.get(format_, ""))

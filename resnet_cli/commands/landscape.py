@@ -10,9 +10,10 @@ import typer
 
 from .. import figures, output
 from ..cli import command
-from ..experiments import landscape as land
-from ..experiments.trained import open_runs
 from . import common
+
+# The analysis modules import torch: they are imported where the command runs, so `--help` answers
+# without loading it.
 
 RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR",
     help="Run directories of trained nets (resnet train --out DIR).")]
@@ -38,6 +39,9 @@ def landscape(run_dirs: RunDirs, dims: Dims = 1, range_: Range = (-1.0, 1.0), po
               samples: Samples = 1000, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
               out: FigOut = None, json_: common.Json = False) -> None:
     """Training loss and accuracy on a grid around the trained weights; BN in eval mode (running stats)."""
+    from ..experiments import landscape as land
+    from ..experiments.trained import open_runs
+
     fmt = output.choose(json_)
     name = f"landscape-{dims}d.png"
     fig_path = figures.target(out, Path(run_dirs[0]) / name if len(run_dirs) == 1 else Path(name))

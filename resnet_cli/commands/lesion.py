@@ -9,9 +9,10 @@ import typer
 
 from .. import figures, output
 from ..cli import command
-from ..experiments import lesion as lesion_mod
-from ..experiments.trained import open_runs
 from . import common
+
+# The analysis modules import torch: they are imported where the command runs, so `--help` answers
+# without loading it.
 
 RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR",
     help="Run directories of trained nets (resnet train --out DIR).")]
@@ -36,6 +37,9 @@ def lesion(run_dirs: RunDirs, compare: Compare = None, max_k: MaxK = None, draws
            device: Device = "auto", threads: common.RunThreads = None, out: FigOut = None,
            json_: common.Json = False) -> None:
     """Delete each unit in turn (branch -> 0, shortcut kept), then k random units; test error each time."""
+    from ..experiments import lesion as lesion_mod
+    from ..experiments.trained import open_runs
+
     fmt = output.choose(json_)
     paths = list(run_dirs) + ([compare] if compare else [])
     fig_path = figures.target(out, Path(paths[0]) / "lesion.png" if len(paths) == 1 else Path("lesion.png"))

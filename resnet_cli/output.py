@@ -120,14 +120,12 @@ def info(message: str) -> None:
 
 
 def duration(seconds: float) -> str:
-    """A wall time as people say it: 45 s, 12 min, 3.5 h, 2.1 days."""
-    if seconds < 90:
+    """A wall time as people say it, the one form for the terminal and the docs: 45 s, 2.5 min, 1 h 14 min."""
+    if seconds < 120:
         return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 48 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60)} min"
 
 
 def fmt(value: Any, digits: int = 2) -> str:

@@ -13,6 +13,7 @@ import statistics
 from typing import Any, Iterable, Sequence
 
 from resnet_cli.experiments import evidence  # the statistics, one place (torch-free)
+from resnet_cli.output import duration  # wall times in one form, here and on the terminal
 
 DASH = "-"
 
@@ -48,14 +49,6 @@ def short(x: float) -> str:
 
 def count(n: int) -> str:
     return f"{n:,}"
-
-
-def duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{int(seconds // 3600)} h {round(seconds % 3600 / 60)} min"
 
 
 def med_range(s: dict[str, Any], metric: str, fmt) -> str:

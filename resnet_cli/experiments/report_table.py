@@ -2,7 +2,7 @@
 interval's coverage, mean ± std and n, training loss, status, the paper's figure, and under it
 Kendall's tau, the pair counts after Holm and what the seeds could resolve) and the `--json` objects
 (one per row, then one for the study). The statistics come from evidence.py; the tables themselves
-(StudyTable, RowStats) from report.py.
+(StudyTable, RowStats) from report_records.py.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ from typing import Any
 
 from .. import output
 from . import evidence
-
-# Annotations name report.py's classes as strings: importing them here would make a circle.
-StudyTable = RowStats = Any
+from .report_records import RowStats, StudyTable
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:

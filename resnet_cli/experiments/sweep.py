@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 import traceback
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,15 +197,12 @@ def tally(outcomes: dict[str, Outcome], planned: int, finished: int | None = Non
     """How a sweep ended, in words: runs trained to their end (completed or diverged), interrupted
     (they resume from their checkpoints), failed, never started, and finished before it began
     (`finished`: that count where the caller knows it better than the skipped outcomes do)."""
-    counts: dict[str, int] = {}
-    for outcome in outcomes.values():
-        counts[outcome.status] = counts.get(outcome.status, 0) + 1
-    finished = counts.get("skipped", 0) if finished is None else finished
-    parts = [f"{counts.get('completed', 0) + counts.get('diverged', 0)} run(s) trained"]
-    for status, words in (("interrupted", "interrupted"), ("error", "failed")):
-        if counts.get(status):
-            parts.append(f"{counts[status]} {words}")
-    started = len(outcomes) - counts.get("skipped", 0)
+    counts = Counter(outcome.status for outcome in outcomes.values())
+    finished = counts["skipped"] if finished is None else finished
+    parts = [f"{counts['completed'] + counts['diverged']} run(s) trained"]
+    parts += [f"{counts[status]} {words}" for status, words in (("interrupted", "interrupted"), ("error", "failed"))
+              if counts[status]]
+    started = len(outcomes) - counts["skipped"]
     if planned > started + finished:
         parts.append(f"{planned - started - finished} not started")
     parts.append(f"{finished} {finished_words}")

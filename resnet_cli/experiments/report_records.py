@@ -1,0 +1,144 @@
+"""What a study table is made of: one record per run directory (RunRecord: its row, seed, status and
+errors), a row's runs with their statistics (RowStats), and a study's rows (StudyTable). report.py
+reads run directories into these; report_table.py renders them; evidence.py holds the statistics.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import evidence
+from .sweep import FINAL
+
+
+@dataclass
+class RunRecord:
+    path: Path
+    study: str
+    title: str
+    preset: str
+    paper_metric: str | None
+    index: int
+    row: str
+    seed: int | None
+    paper: float | str | None
+    status: str  # completed | diverged | interrupted | unfinished | running | pending | error
+    fail_above: float | None = None
+    test_error: float | None = None
+    train_loss: float | None = None
+    train_error: float | None = None
+    wall_s: float | None = None
+    params: int | None = None
+    dataset: str | None = None
+    message: str = ""
+    budget: int = 1  # a multiple of the preset's length (`resnet ablate --budgets`)
+    group: str | None = None  # the study row's group: pairs are compared within it
+    chance: float | None = None  # its dataset's chance error: what the run counts as if it diverged
+
+    @property
+    def diverged(self) -> bool:
+        """Diverged, or completed with no finite error (a NaN net)."""
+        return self.status == "diverged" or (self.status == "completed" and not _finite(self.test_error))
+
+    def counted(self) -> float | None:
+        """The error this run counts as in its row: the last epoch's where it completed; its dataset's
+        chance error where it diverged (a failed run, never left out: leaving it out would compare a
+        row on its survivors); None for a run not finished."""
+        if self.diverged:
+            return self.chance
+        return self.test_error if self.status == "completed" else None
+
+
+@dataclass
+class RowStats:
+    index: int
+    row: str
+    paper: float | str | None
+    runs: list[RunRecord] = field(default_factory=list)
+    group: str | None = None
+
+    @property
+    def errors(self) -> list[float]:
+        """The seeds' errors as counted (RunRecord.counted): diverged runs at chance error."""
+        return [v for r in self.runs if (v := r.counted()) is not None]
+
+    @property
+    def n(self) -> int:
+        return len(self.errors)
+
+    @property
+    def diverged(self) -> int:
+        """Runs counted at chance error: diverged, or completed with a NaN error."""
+        return sum(r.diverged for r in self.runs)
+
+    def values(self) -> dict[Any, float | None]:
+        """seed -> test error (None where the run gave none): what paired differences pair on."""
+        return {r.seed: r.counted() for r in self.runs}
+
+    def evidence(self) -> dict[str, Any]:
+        """median, mean, std, n and the median's order-statistic interval with its coverage (evidence.py)."""
+        return evidence.describe(self.errors)
+
+    def median(self) -> float | None:
+        return statistics.median(self.errors) if self.errors else None
+
+    def mean(self) -> float | None:
+        return statistics.fmean(self.errors) if self.errors else None
+
+    def std(self) -> float | None:
+        return statistics.stdev(self.errors) if len(self.errors) >= 2 else None  # sample std (n - 1)
+
+    def fails(self, threshold: float | None) -> bool | None:
+        """The paper's "fail": the median test error past the study's threshold (None: no rule or no
+        completed run to judge)."""
+        med = self.median()
+        if threshold is None or med is None:
+            return None
+        return med > threshold
+
+    def train_loss(self) -> float | None:
+        losses = [r.train_loss for r in self.runs if r.status == "completed" and _finite(r.train_loss)]
+        return statistics.median(losses) if losses else None
+
+    def status(self) -> str:
+        states = [r.status for r in self.runs]
+        total = len(states)
+        diverged = states.count("diverged")
+        if all(s == "completed" for s in states):
+            return "completed"
+        if "error" in states:
+            return "error"
+        if all(s in FINAL for s in states):
+            return "diverged" if diverged == total else f"diverged {diverged}/{total}"
+        if "running" in states:
+            return "running"
+        done = sum(s in FINAL for s in states)
+        return f"incomplete {done}/{total}"
+
+
+@dataclass
+class StudyTable:
+    study: str
+    title: str
+    preset: str
+    paper_metric: str | None
+    rows: list[RowStats]
+    budget: int = 1
+
+    @property
+    def fail_above(self) -> float | None:
+        rules = [r.fail_above for row in self.rows for r in row.runs if r.fail_above is not None]
+        return rules[0] if rules else None
+
+    @property
+    def dataset(self) -> str | None:
+        names = sorted({r.dataset for row in self.rows for r in row.runs if r.dataset})
+        return ", ".join(names) or None
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)

@@ -237,7 +237,7 @@ def test_sweep_json_skip_and_figure(in_tmp, tiny, monkeypatch):
 
 
 def test_unfinished_run_resumes_from_its_checkpoint(in_tmp, tiny):
-    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.runs.writer import RunDir
     from resnet_cli.training.trainer import Callback, StopFlag, Trainer
 
     text = TINY.replace("epochs: 1", "epochs: 2").replace("seeds: [0, 1]", "seeds: [0]")

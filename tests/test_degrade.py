@@ -209,7 +209,7 @@ def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
 
 def test_a_run_another_process_is_training_stops_the_grid_in_one_line(in_tmp):
     from resnet_cli import errors
-    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.runs.writer import RunDir
 
     held = RunDir(in_tmp / "d" / "runs" / "plain-4-seed0")
     held.lock()  # as a second `resnet degrade --out d` training this run would hold it

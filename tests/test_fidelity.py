@@ -323,7 +323,7 @@ def test_article_runs_are_rerun_exactly():
 def test_global_shuffle_resumes_exactly(tmp_path):
     """Cut the article's plain-8 after 30 of 46 steps (mid-epoch 2), resume: bitwise the same weights
     as the uninterrupted run (the epoch's order and the global generator travel in the checkpoint)."""
-    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.runs.writer import RunDir
     from resnet_cli.training.trainer import Trainer
 
     items = ["optim.epochs=2", "run.seed=1", "train.checkpoint_every=0"]

@@ -159,7 +159,7 @@ def test_bad_input_is_one_line_exit_2(in_tmp, args, needle):
 
 
 def test_callback_logs_into_the_run_metrics(tmp_path):
-    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.runs.writer import RunDir
     from resnet_cli.training.trainer import Trainer
 
     spec = S.resolve(S.validate({"model": {"family": "digits", "depth": 4, "widths": [4]},

@@ -134,7 +134,7 @@ OPTIM = {"iters": 3, "lr": 0.1, "momentum": 0.9, "weight_decay": 0.05}  # decay 
 def trained_three_steps(tmp_path_factory):
     """Three trainer steps with train.grad_norm_every 1 into a run directory, and the same three
     steps by hand: fresh net, the captured batches, F.cross_entropy, torch.optim.SGD."""
-    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.runs.writer import RunDir
     from resnet_cli.training.trainer import Trainer
 
     spec = spec_of(OPTIM, {"grad_norm_every": 1})

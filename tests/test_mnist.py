@@ -270,7 +270,7 @@ def fake_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("unit,kind", _kinds())
 def test_depth56_trains_on_28x28_for_every_unit_and_shortcut(tmp_path, fake_dir, unit, kind):
     from resnet_cli.model import build_model
-    from resnet_cli.training.rundir import RunDir
+    from resnet_cli.runs.writer import RunDir
     from resnet_cli.training.trainer import Trainer
 
     spec = S.load(overrides=[("data.dataset", "fashion_mnist"), ("data.dir", str(fake_dir)),

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from resnet_cli import output
 from resnet_cli import spec as S
 from resnet_cli.cli import app
-from resnet_cli.training.rundir import RunDir
+from resnet_cli.runs.writer import RunDir
 
 from processes import ENV, resnet, spawn, start_paused
 from test_reliability import PAUSE_AT, RUN, weights

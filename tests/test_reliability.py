@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from resnet_cli.training import checkpoint as ckpt
 from resnet_cli.cli import app
-from resnet_cli.training.rundir import RunDir
+from resnet_cli.runs.writer import RunDir
 
 from processes import ENV, handled, resnet, spawn, start_paused
 
@@ -205,7 +205,7 @@ def test_a_run_started_over_in_place_keeps_none_of_its_old_records(in_tmp):
 
 HOLDER = r"""
 import sys
-from resnet_cli.training.rundir import RunDir
+from resnet_cli.runs.writer import RunDir
 RunDir(sys.argv[1]).lock()
 print("locked", flush=True)
 sys.stdin.read()  # hold it until killed

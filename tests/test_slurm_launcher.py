@@ -94,15 +94,15 @@ def test_report_tells_pending_running_and_failed_from_the_directory(tmp_path):
     run = tmp_path / "01-a-s0"
     run.mkdir()
     (run / "study.json").write_text(json.dumps({"study": "tiny", "index": 1, "row": "a", "seed": 0}))
-    assert report.load_run(run).status == "pending"  # submitted, not started
+    assert report.seed_result(run).status == "pending"  # submitted, not started
     fd = os.open(run / ".lock", os.O_RDWR | os.O_CREAT)
-    fcntl.flock(fd, fcntl.LOCK_EX)  # what training/rundir.py holds while a task has the run open
+    fcntl.flock(fd, fcntl.LOCK_EX)  # what runs/writer.py holds while a task has the run open
     try:
-        assert report.load_run(run).status == "running"
+        assert report.seed_result(run).status == "running"
     finally:
         os.close(fd)
-    assert report.load_run(run).status == "pending"  # the holder died: its lock went with it
+    assert report.seed_result(run).status == "pending"  # the holder died: its lock went with it
     (run / "slurm.json").write_text(json.dumps({"job": "7_0", "state": "failed", "message": "boom",
                                                 "log": "/logs/7_0_0_log.err"}))
-    rec = report.load_run(run)
+    rec = report.seed_result(run)
     assert rec.status == "error" and "7_0" in rec.message and "/logs/7_0_0_log.err" in rec.message

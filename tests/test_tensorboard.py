@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from resnet_cli.training import schedule
 from resnet_cli.cli import app
-from resnet_cli.training.rundir import RunDir
+from resnet_cli.runs.writer import RunDir
 
 from processes import kill_at, resnet
 

@@ -176,7 +176,7 @@ def test_readme_pipeline_keeps_every_epoch_record_with_stderr_on_a_terminal(in_t
 def test_default_run_names_made_in_the_same_second_differ(in_tmp, monkeypatch):
     import datetime as dt
 
-    from resnet_cli.training import rundir
+    from resnet_cli.runs import writer as rundir
 
     class Frozen(dt.datetime):
         @classmethod

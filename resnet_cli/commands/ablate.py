@@ -107,7 +107,7 @@ def _only(plan, key: str, fmt) -> None:
 
     run = plan.find(key)
     outcome = sweep.run_one(plan, run)
-    rec = report.load_run(run.path)
+    rec = report.seed_result(run.path)
     record = {"event": "run", "study": plan.name, "preset": plan.preset, "index": run.row.index,
               "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
               "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
@@ -152,7 +152,7 @@ class _Progress:
             if outcome.status == "error":
                 self.failed[run.key] = outcome.message
             if self.live is None:
-                rec = self.report.load_run(run.path) if outcome.status != "error" else None  # not another spec's
+                rec = self.report.seed_result(run.path) if outcome.status != "error" else None  # not another spec's
                 err = f", test error {rec.test_error:.2f}%" if rec and rec.test_error is not None else ""
                 extra = f": {outcome.message}" if outcome.status == "error" else ""
                 self.console.print(escape(f"[{self.finished}/{self.total}] {run.path.name}: "

@@ -13,6 +13,7 @@ from rich.markup import escape
 from .. import errors, output
 from ..errors import UserError
 from ..experiments import report, slurm
+from ..runs.reader import RunRecord
 
 
 class Launcher(str, enum.Enum):
@@ -88,7 +89,7 @@ def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dr
 
         def on_done(run) -> None:
             done[0] += 1
-            rec = report.load_run(run.path)
+            rec = report.seed_result(run.path)
             console.print(escape(f"[{done[0]}/{len(sub.runs)}] {run.path.name}: {rec.status if rec else 'no run'}"))
 
         slurm.wait(sub, on_done=on_done)
@@ -99,10 +100,10 @@ def _failed(plan, sub) -> dict[str, str]:
     """Runs of the array that did not finish, with their task's log."""
     out = {}
     for index, run in enumerate(sub.runs if sub else []):
-        rec = report.load_run(run.path)
-        if rec is not None and rec.status in ("completed", "diverged"):
+        rec = RunRecord.read(run.path)
+        if rec.finished:
             continue
-        state = slurm.task_state(run.path) or {}
+        state = rec.task or {}
         if state.get("job") not in (sub.job_id, f"{sub.job_id}_{index}"):
             state = {"state": "not started"}  # what slurm.json says is an earlier task's
         log = state.get("log") or str(sub.logs[index])

@@ -19,7 +19,7 @@ from ..spec import load_tree
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from ..spec.seeds import text as seeds_text
-from ..training.rundir import make_dir
+from ..runs.writer import make_dir
 from ..experiments import sweep
 from . import ablate_slurm as cluster
 from . import common

@@ -16,7 +16,8 @@ from ..errors import UserError
 from ..experiments import paths as paths_mod
 from ..experiments.trained import check_dir, open_runs, pick_device, run_label
 from ..model import build_model
-from ..training.rundir import SPEC, RunDir
+from ..runs.files import SPEC
+from ..runs.reader import spec_as_written
 from . import common
 
 Sources = Annotated[list[str], typer.Argument(metavar="RUN_DIR|SPEC",
@@ -83,7 +84,7 @@ def _at_init(source: str, sets: list[str], device):
     """(label, source, model, spec, data) of a net at initialisation, from a spec or a run directory's spec."""
     p = Path(source)
     if p.is_dir():
-        spec = spec_mod.load(RunDir(check_dir(p)).spec_tree(), [], sets, name=str(p / SPEC))
+        spec = spec_mod.load(spec_as_written(check_dir(p)), [], sets, name=str(p / SPEC))
     else:
         spec = spec_mod.load(source, [], sets)
     data = data_mod.load(spec.data)

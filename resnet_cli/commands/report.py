@@ -12,6 +12,7 @@ from ..cli import command
 from ..errors import UserError
 from ..experiments import budgets, gate_figure
 from ..experiments import report as report_mod, report_figure
+from ..runs.files import SPEC, STUDY
 from . import common
 
 
@@ -47,7 +48,7 @@ def report(
         shown = ", ".join(str(p) for p in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
         output.info(f"{len(duplicates)} duplicate run(s) ignored (same spec and seed as another): {shown}")
     if not tables:
-        raise UserError(f"{directory}: no run directories (spec.yaml or study.json) below it")
+        raise UserError(f"{directory}: no run directories ({SPEC} or {STUDY}) below it")
     fmt = output.choose(json_)
     if any(t.budget != 1 for t in tables):  # runs of `resnet ablate --budgets`: one table over the budgets
         for btable in budgets.build(tables, threshold):

@@ -16,7 +16,8 @@ from ..cli import command
 from ..errors import UserError
 from ..spec import shape_of, to_tree, to_yaml
 from ..training.launch import launch_torchrun, precheck
-from ..training.rundir import RunDir
+from ..runs.files import CHECKPOINT, SPEC
+from ..runs.reader import spec_as_written
 from . import common
 
 # The modules that import torch (model, session, runtime, distributed) are imported inside the
@@ -67,7 +68,7 @@ def _resume_dir(resume: str, out: str | None) -> Path:
     if not path.is_dir():
         raise UserError(f"--resume {resume}: no such run directory; give one that `resnet train` wrote "
                         "(or --resume auto --out RUN_DIR to start it fresh)")
-    if not (path / "checkpoint.pt").is_file():
+    if not (path / CHECKPOINT).is_file():
         raise UserError(f"{path}: no checkpoint to resume from")
     return path
 
@@ -101,8 +102,8 @@ def train(
                  batch_size=batch_size, lr=lr, seed=seed, device=device, threads=threads, out=out)
     resume_dir = _resume_dir(resume, out) if resume else None
     spec_name = None
-    if resume_dir is not None and spec_file is None and (resume_dir / "spec.yaml").is_file():
-        spec_file, spec_name = RunDir(resume_dir).spec_tree(), str(resume_dir / "spec.yaml")  # as the run was written
+    if resume_dir is not None and spec_file is None and (resume_dir / SPEC).is_file():
+        spec_file, spec_name = spec_as_written(resume_dir), str(resume_dir / SPEC)  # as the run was written
     if tensorboard:
         set_ = [*(set_ or []), "train.tensorboard=true"]
     spec = common.build_spec(spec_file, set_, name=spec_name, **flags)

@@ -18,13 +18,13 @@ evaluation, in the smallest budget that gets there, at which the median over see
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..runs.reader import RunRecord
 from .study import Plan, PlannedRun
 
 
@@ -116,19 +116,8 @@ def verdict(errors: dict[int, float | None], threshold: float) -> str:
 
 def _curve(path: Path) -> dict[int, float]:
     """iteration -> test error % of each logged evaluation in a run's metrics.jsonl."""
-    out: dict[int, float] = {}
-    try:
-        lines = (path / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if rec.get("event") == "epoch" and isinstance(rec.get("test_error"), (int, float)):
-            out[int(rec["iter"])] = float(rec["test_error"])
-    return out
+    return {int(rec["iter"]): float(rec["test_error"]) for rec in RunRecord.read(path).metrics()
+            if rec.get("event") == "epoch" and isinstance(rec.get("test_error"), (int, float))}
 
 
 def iters_to(runs, threshold: float) -> int | None:

@@ -9,18 +9,19 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..spec import is_plain
-from ..training.rundir import METRICS, RunDir
+from ..runs.files import METRICS
+from ..runs.reader import RunRecord
 from .trained import check_dir, load_spec, run_label
 
 
 def read_run(path: str | Path) -> dict:
     p = check_dir(path)
     spec = load_spec(p)
-    rd = RunDir(p)
+    rd = RunRecord.read(p)
     epochs = [r for r in rd.metrics() if r.get("event", "epoch") == "epoch" and "iter" in r]
     if not epochs:
         raise UserError(f"{p}: no epoch records in {METRICS} yet (nothing to plot until the first epoch ends)")
-    summary = rd.summary()
+    summary = rd.summary
     tested = [r for r in epochs if r.get("test_error") is not None]
     last = epochs[-1]
     return {

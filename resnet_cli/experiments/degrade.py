@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec.messages import one_line
-from ..training.rundir import git_commit, make_dir, versions
+from ..runs.reader import RunRecord
+from ..runs.writer import git_commit, make_dir, versions
 from . import evidence, sweep
 from . import study as study_mod
 from .degrade_runs import RUN_DIRS, legacy_probes, load_record, run_name
@@ -176,7 +177,8 @@ def adopt(sp: study_mod.Plan) -> None:
     """A finished run an earlier version left (no study.json) joins the study, so `resnet report`
     groups it with the rest; one holding another spec is left for the sweep to refuse."""
     for run in sp.runs:
-        if sweep.is_finished(run) and not (run.path / sweep.STUDY_JSON).is_file():
+        rec = RunRecord.read(run.path)
+        if rec.finished and rec.study is None:
             try:
                 sweep.check_reusable(run)
             except UserError:

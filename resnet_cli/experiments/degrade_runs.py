@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import spec as spec_mod
-from ..spec import yamlio
-from ..spec.datasets import shape_of
 from ..errors import UserError
-from ..training.curve import PROBE
-from .sweep import FINAL  # the statuses a run ends in: one definition for the sweep and its readers
+from ..runs.reader import RunRecord
+from ..spec.datasets import shape_of
 
 RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
 LEGACY_RUNS = "runs.jsonl"  # earlier versions' per-run records (read, never written)
@@ -43,14 +41,6 @@ def _classes(tree: dict[str, Any]) -> int | None:
 
 def run_name(net: str, depth: int, seed: int) -> str:
     return f"{net}-{depth}-seed{seed}"
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return obj if isinstance(obj, dict) else None
 
 
 def legacy_probes(out_dir: Path) -> dict[str, dict[str, Any]]:
@@ -72,17 +62,15 @@ def legacy_probes(out_dir: Path) -> dict[str, dict[str, Any]]:
 
 def load_record(path: Path, out_dir: Path, legacy: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """The record of a finished (completed or diverged) run in `path`; None for any other."""
-    summary = _read_json(path / "summary.json")
-    if summary is None or summary.get("status") not in FINAL or not (path / "spec.yaml").is_file():
+    run = RunRecord.read(path)
+    tree = run.spec_written if run.finished else None
+    if tree is None:
         return None
-    try:
-        tree = yamlio.load_file(path / "spec.yaml")
-    except UserError:
-        return None
+    summary = run.summary
     model, data = tree.get("model") or {}, tree.get("data") or {}
     kind = (model.get("shortcut") or {}).get("kind", "identity")
     rel = path.relative_to(out_dir).as_posix() if path.is_relative_to(out_dir) else str(path)
-    probe = _read_json(path / PROBE) or (legacy or {}).get(rel) or {}
+    probe = run.probe or (legacy or {}).get(rel) or {}
 
     def acc(error: float | None) -> float | None:
         return None if error is None else 1.0 - error / 100.0

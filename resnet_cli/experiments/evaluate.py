@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from .. import data as data_mod
 from ..training import precise_bn
 from ..errors import UserError
-from ..training.rundir import RunDir
+from ..runs.reader import RunRecord
 from .trained import Trained, load_spec, runtime_for
 
 TTA_MODES = ("flip",)
@@ -103,7 +103,7 @@ def logged_error(trained: Trained, split: str) -> float | None:
     if (own.test_subset, own.image_size) != (trained.spec.data.test_subset, trained.spec.data.image_size):
         return None  # --set data.test_subset / image_size: other images than the run evaluated
     key = f"{split}_error"
-    hits = [r[key] for r in RunDir(trained.path).metrics() if r.get("iter") == trained.iteration and key in r]
+    hits = [r[key] for r in RunRecord.read(trained.path).metrics() if r.get("iter") == trained.iteration and key in r]
     return hits[-1] if hits else None
 
 
@@ -121,7 +121,7 @@ def evaluate_run(trained: Trained, split: str = "test", tta: str | None = None, 
     sums = counts(model, batches, data.num_classes, tta)
     names = data.classes or [str(c) for c in range(data.num_classes)]
     images, error = error_of(sums["confusion"])
-    summary = RunDir(trained.path).summary() or {}
+    summary = RunRecord.read(trained.path).summary or {}
     result = {
         "run": str(trained.path), "label": trained.label, "status": summary.get("status", "unfinished"),
         "iter": trained.iteration, "split": split, "images": images, "error": error,

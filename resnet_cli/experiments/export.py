@@ -32,7 +32,7 @@ from .. import errors, writable
 from ..spec.datasets import PIXELS
 from ..errors import UserError
 from ..spec.registry import Registry
-from ..training.rundir import versions
+from ..runs.writer import versions
 from ..spec import to_yaml
 from .trained import Trained
 

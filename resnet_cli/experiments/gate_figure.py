@@ -5,25 +5,22 @@ panel per run, one line per unit coloured by depth. Read only from the runs' met
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import UserError
-from ..training.rundir import RunDir
+from ..runs.reader import RunRecord, find
 
 
 def gated_runs(root: str | Path) -> list[dict]:
     """Per run directory with gate records: its label, and (epoch, [mean gate per unit]) rows."""
     runs = []
-    for spec in sorted(Path(root).rglob("spec.yaml")):
-        path = spec.parent
-        rows = [(r["epoch"], r["gate_mean"]) for r in RunDir(path).metrics()
+    for path in find(root):
+        run = RunRecord.read(path)
+        rows = [(r["epoch"], r["gate_mean"]) for r in run.metrics()
                 if r.get("event") == "epoch" and r.get("gate_mean")]
         if not rows:
             continue
-        study = {}
-        if (path / "study.json").is_file():
-            study = json.loads((path / "study.json").read_text(encoding="utf-8"))
+        study = run.study or {}
         label = f"{study['row']}, seed {study.get('seed')}" if "row" in study else path.name
         runs.append({"run": str(path), "label": label, "index": study.get("index", 0), "epochs": rows})
     return sorted(runs, key=lambda r: (r["index"], r["label"]))

@@ -25,51 +25,19 @@ from typing import Any
 
 from .. import spec as spec_mod
 from ..errors import UserError
-from ..spec import yamlio
+from ..runs import reader as runs_reader
+from ..runs.files import FINAL
+from ..runs.reader import RunRecord
 from ..spec.datasets import chance_error
-from ..spec.legacy import as_written
-from . import slurm
-from .sweep import FINAL
 # The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
 from .report_table import compare, paper_str, reading, render, row_json, study_json  # noqa: F401
 from .study import Plan
-# The records a table is made of (re-exported: callers use report.RunRecord, ...).
-from .report_records import RowStats, RunRecord, StudyTable  # noqa: F401
+# The records a table is made of (re-exported: callers use report.SeedResult, ...).
+from .report_records import RowStats, SeedResult, StudyTable  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading run directories
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def _last_metrics(path: Path) -> dict[str, Any] | None:
-    from ..training.rundir import read_metrics
-
-    records = read_metrics(path)  # a damaged file is one line naming it; a line cut mid-write is left out
-    return records[-1] if records else None
-
-
-def _spec_tree(path: Path) -> dict[str, Any] | None:
-    """The run's spec as this version reads it: a field added since the run was written takes its
-    default, so a run from before and one from after with the same settings are one row. A spec this
-    version rejects is kept as written (still grouped by what it says)."""
-    try:
-        tree = as_written(yamlio.load_file(path / "spec.yaml"))
-    except UserError:
-        return None
-    if not isinstance(tree, dict):
-        return None
-    try:
-        return spec_mod.to_tree(spec_mod.load(tree, name=str(path / "spec.yaml")))
-    except UserError:
-        return tree
 
 
 def _chance(tree: dict[str, Any]) -> float | None:
@@ -91,47 +59,37 @@ def describe(tree: dict[str, Any]) -> str:
     return " ".join(str(p) for p in parts)
 
 
-def load_run(path: Path, metric: str | None = None) -> RunRecord | None:
-    """A run directory's record, or None when `path` is not a run (nor a planned one). `metric`:
-    the error its row reports (a study's `metric`; None: study.json's, else test_error)."""
-    path = Path(path)
-    study = _read_json(path / "study.json")
-    tree = _spec_tree(path) if (path / "spec.yaml").is_file() else None
-    if study is None and tree is None:
+def seed_result(path: Path, metric: str | None = None) -> SeedResult | None:
+    """A run directory as one seed of its study row, or None when `path` is not a run (nor a planned
+    one). `metric`: the error its row reports (a study's `metric`; None: study.json's, else test_error)."""
+    run = RunRecord.read(path)
+    if not run.is_run:
         return None
+    study, tree = run.study, run.spec_tree
     if study is not None:
         name = str(study.get("study", "?"))
-        rec = RunRecord(path=path, study=name, title=str(study.get("title") or name),
-                        preset=str(study.get("preset", "-")), paper_metric=study.get("paper_metric"),
-                        index=int(study.get("index", 0)), row=str(study.get("row", path.name)),
-                        seed=study.get("seed"), paper=study.get("paper"), status="pending",
-                        fail_above=study.get("fail_above"), budget=int(study.get("budget", 1)), group=study.get("group"))
-    else:
-        rec = RunRecord(path=path, study="runs", title="runs", preset="-", paper_metric=None, index=0,
-                        row=describe(tree), seed=tree.get("run", {}).get("seed"), paper=None, status="pending")
+        rec = SeedResult(path=run.path, study=name, title=str(study.get("title") or name),
+                         preset=str(study.get("preset", "-")), paper_metric=study.get("paper_metric"),
+                         index=int(study.get("index", 0)), row=str(study.get("row", run.path.name)),
+                         seed=study.get("seed"), paper=study.get("paper"), status=run.status,
+                         fail_above=study.get("fail_above"), budget=int(study.get("budget", 1)), group=study.get("group"))
+    elif tree is not None:
+        rec = SeedResult(path=run.path, study="runs", title="runs", preset="-", paper_metric=None, index=0,
+                         row=describe(tree), seed=tree.get("run", {}).get("seed"), paper=None, status=run.status)
+    else:  # a spec.yaml that cannot be read at all
+        return None
+    rec.message = run.task_message
     metric = metric or (study or {}).get("metric") or "test_error"
     if tree is not None:
         rec.dataset = tree.get("data", {}).get("dataset")
         rec.chance = _chance(tree)
-    summary = _read_json(path / "summary.json")
-    if summary is not None:
-        rec.status = str(summary.get("status", "unfinished"))
-        rec.test_error, rec.train_loss = summary.get(metric), summary.get("train_loss")
-        rec.train_error, rec.wall_s = summary.get("train_error"), summary.get("wall_time_s")
-        rec.params = summary.get("params")
-        if rec.status == "interrupted":
-            rec.status = "unfinished"
-    elif tree is not None:
-        rec.status = "unfinished"
-        last = _last_metrics(path / "metrics.jsonl")
-        if last is not None:  # a run in progress, or cut off: shown, never counted in the statistics
-            rec.test_error, rec.train_loss = last.get(metric), last.get("train_loss")
-    if rec.status not in FINAL:  # from the directory alone: a held lock is a live run, slurm.json a task's fate
-        task = slurm.task_state(path) or {}
-        if slurm.lock_held(path):
-            rec.status = "running"
-        elif task.get("state") == "failed":
-            rec.status, rec.message = "error", f"task {task.get('job')} failed: {task.get('message')}; log: {task.get('log')}"
+    if run.summary is not None:
+        rec.test_error, rec.train_loss = run.summary.get(metric), run.summary.get("train_loss")
+        rec.train_error, rec.wall_s = run.summary.get("train_error"), run.summary.get("wall_time_s")
+        rec.params = run.summary.get("params")
+    elif tree is not None and (last := run.last_metrics()) is not None:
+        # a run in progress, or cut off: shown, never counted in the statistics
+        rec.test_error, rec.train_loss = last.get(metric), last.get("train_loss")
     return rec
 
 
@@ -153,7 +111,7 @@ def _spec_key(tree: dict[str, Any]) -> str:
                       sort_keys=True, default=str)
 
 
-def _label_loose(loose: list[RunRecord], trees: dict[Path, dict[str, Any]]) -> None:
+def _label_loose(loose: list[SeedResult], trees: dict[Path, dict[str, Any]]) -> None:
     """One row per distinct spec (seeds pooled); rows whose readable label is the same are told
     apart by the dotted keys in which their specs differ (`optim.lr=0.05`), not by a number."""
     keys: dict[str, int] = {}
@@ -178,16 +136,14 @@ def _label_loose(loose: list[RunRecord], trees: dict[Path, dict[str, Any]]) -> N
         r.index, r.row = keys[key], names[key]
 
 
-def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[RunRecord]:
+def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[SeedResult]:
     """Every run directory at or below `root`, each (spec minus seed and out, seed) once: the same
     run found again (gathered twice, copied) is one seed, not two. The copies left out are appended
     to `duplicates` (the first in path order is kept, a finished one before an unfinished one)."""
-    root = Path(root)
-    dirs = {p.parent for name in ("study.json", "spec.yaml") for p in root.rglob(name)}
-    records = [rec for d in sorted(dirs) if (rec := load_run(d)) is not None]
-    trees = {r.path: (_spec_tree(r.path) or {}) for r in records}
-    seen: dict[tuple, RunRecord] = {}
-    kept: list[RunRecord] = []
+    records = [rec for d in runs_reader.find(root) if (rec := seed_result(d)) is not None]
+    trees = {r.path: (RunRecord.read(r.path).spec_tree or {}) for r in records}
+    seen: dict[tuple, SeedResult] = {}
+    kept: list[SeedResult] = []
     for r in sorted(records, key=lambda r: (r.status not in FINAL, str(r.path))):
         ident = ((r.study, r.preset, r.budget, r.index, r.row) if r.study != "runs" else (_spec_key(trees[r.path]),),
                  r.seed)
@@ -204,14 +160,14 @@ def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[RunR
     return kept
 
 
-def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] | None = None) -> list[RunRecord]:
+def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] | None = None) -> list[SeedResult]:
     """The plan's runs as records: what is on disk, `running` or `pending` for the rest."""
     out = []
     for run in plan.runs:
-        rec = load_run(run.path, plan.metric)
+        rec = seed_result(run.path, plan.metric)
         base = run.record(plan)
         if rec is None or rec.study == "runs":
-            rec = RunRecord(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
+            rec = SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
                             paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,
                             paper=run.row.paper, status="pending", dataset=run.spec.data.dataset)
         rec.study, rec.title, rec.preset, rec.index, rec.row, rec.paper, rec.group = (
@@ -227,14 +183,14 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
     return out
 
 
-def missing(records: list[RunRecord]) -> list[RunRecord]:
+def missing(records: list[SeedResult]) -> list[SeedResult]:
     """The runs a shipped study plans that are not among `records`, as `pending` records, so a table
     gathered while a study is under way shows its missing rows and seeds instead of looking whole.
     The plan is the study's preset with its own seeds; a directory whose rows that plan does not
     have (a study of another version, or a file not shipped) gets nothing added: no guessing."""
     from . import study as study_mod
 
-    out: list[RunRecord] = []
+    out: list[SeedResult] = []
     for name, preset in sorted({(r.study, r.preset) for r in records if r.study != "runs" and r.budget == 1}):
         if name not in study_mod.shipped():
             continue
@@ -248,7 +204,7 @@ def missing(records: list[RunRecord]) -> list[RunRecord]:
         found = {(r.index, r.seed) for r in mine}
         for run in plan.runs:
             if (run.row.index, run.seed) not in found:
-                out.append(RunRecord(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
+                out.append(SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
                                      paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label,
                                      seed=run.seed, paper=run.row.paper, status="pending",
                                      fail_above=plan.fail_above, dataset=run.spec.data.dataset,
@@ -256,7 +212,7 @@ def missing(records: list[RunRecord]) -> list[RunRecord]:
     return out
 
 
-def aggregate(records: list[RunRecord]) -> list[StudyTable]:
+def aggregate(records: list[SeedResult]) -> list[StudyTable]:
     """Group records into one table per (study, preset), rows in the study's order."""
     studies: dict[tuple[str, str], StudyTable] = {}
     for rec in records:

@@ -1,4 +1,4 @@
-"""What a study table is made of: one record per run directory (RunRecord: its row, seed, status and
+"""What a study table is made of: one result per run directory (SeedResult: its row, seed, status and
 errors), a row's runs with their statistics (RowStats), and a study's rows (StudyTable). report.py
 reads run directories into these; report_table.py renders them; evidence.py holds the statistics.
 """
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from . import evidence
-from .sweep import FINAL
+from ..runs.files import FINAL
 
 
 @dataclass
-class RunRecord:
+class SeedResult:
     path: Path
     study: str
     title: str
@@ -58,12 +58,12 @@ class RowStats:
     index: int
     row: str
     paper: float | str | None
-    runs: list[RunRecord] = field(default_factory=list)
+    runs: list[SeedResult] = field(default_factory=list)
     group: str | None = None
 
     @property
     def errors(self) -> list[float]:
-        """The seeds' errors as counted (RunRecord.counted): diverged runs at chance error."""
+        """The seeds' errors as counted (SeedResult.counted): diverged runs at chance error."""
         return [v for r in self.runs if (v := r.counted()) is not None]
 
     @property

@@ -21,8 +21,6 @@ failed and pending runs apart from the run directories alone, with no scheduler 
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shlex
 import signal
@@ -38,14 +36,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import errors
 from ..errors import UserError
+from ..runs.reader import RunRecord
+from ..runs.writer import RunDir
 from ..spec import yamlio
 from ..spec.messages import one_line
 from ..training.signals import StopFlag
 from . import sweep
 from .study import Plan, PlannedRun
 
-STATE = "slurm.json"  # in each run directory a task has started in
-LOCK = ".lock"  # training/rundir.py's lock file: held (flock) while a process has the run open
 
 
 class SlurmSettings(BaseModel):
@@ -145,36 +143,8 @@ def script(plan: Plan, s: SlurmSettings, count: int) -> str:
 # What is pending, and what a run directory says about its task
 
 
-def lock_held(path: Path) -> bool:
-    """Whether a process holds the run's lock now (the OS drops it when the holder dies)."""
-    try:
-        fd = os.open(path / LOCK, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
-
-
-def task_state(path: Path) -> dict[str, Any] | None:
-    """RUN/slurm.json: the last array task's job id, log path and state (None: never on SLURM)."""
-    try:
-        return json.loads((path / STATE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def _write_state(path: Path, **state: Any) -> None:
-    tmp = path / f".{STATE}.tmp"
-    tmp.write_text(json.dumps({**(task_state(path) or {}), **state, "time": time.time()}, indent=2) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path / STATE)
+    RunDir(path).write_task_state(**state)
 
 
 @dataclass
@@ -194,9 +164,10 @@ def pending(plan: Plan) -> Pending:
         except UserError as exc:
             out.refused[run.key] = exc.message
             continue
-        if sweep.is_finished(run):
+        rec = RunRecord.read(run.path)
+        if rec.finished:
             out.finished.append(run)
-        elif lock_held(run.path):
+        elif rec.locked:
             out.running.append(run)
         else:
             out.todo.append(run)
@@ -239,7 +210,7 @@ class RunTask:
                 handler(signal.SIGTERM, frame)
 
         run.path.mkdir(parents=True, exist_ok=True)
-        starts = (task_state(run.path) or {}).get("starts", 0) + 1  # this task's, and earlier ones' (requeues)
+        starts = (RunRecord.read(run.path).task or {}).get("starts", 0) + 1  # this task's, and earlier ones' (requeues)
         _write_state(run.path, job=job, log=log, host=socket.gethostname(), state="running", message="",
                      starts=starts)
         try:

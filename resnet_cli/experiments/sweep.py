@@ -17,7 +17,6 @@ and the sweep goes on.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -29,16 +28,16 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from .. import errors
 from ..errors import UserError
+from ..runs.files import LOG
+from ..runs.reader import RunRecord
+from ..runs.writer import RunDir
 from ..training.signals import StopFlag
 from .study import Plan, PlannedRun
 
-FINAL = ("completed", "diverged")
-STUDY_JSON = "study.json"
-LOG = "ablate.log"
 
 
 @dataclass
@@ -64,18 +63,7 @@ class SweepStopped(UserError):
 
 
 def write_study_json(plan: Plan, run: PlannedRun) -> None:
-    run.path.mkdir(parents=True, exist_ok=True)
-    target = run.path / STUDY_JSON
-    tmp = run.path / f".{STUDY_JSON}.tmp"
-    tmp.write_text(json.dumps(run.record(plan), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
-
-
-def _summary(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+    RunDir(run.path).write_study(run.record(plan))
 
 
 def check_data(plan: Plan) -> None:
@@ -99,8 +87,7 @@ def check_reusable(run: PlannedRun) -> None:
 
 
 def is_finished(run: PlannedRun) -> bool:
-    summary = _summary(run.path)
-    return summary is not None and summary.get("status") in FINAL
+    return RunRecord.read(run.path).finished
 
 
 def run_one(plan: Plan, run: PlannedRun) -> Outcome:
@@ -108,8 +95,8 @@ def run_one(plan: Plan, run: PlannedRun) -> Outcome:
     from ..training.session import open_run
 
     check_reusable(run)
-    if is_finished(run):
-        return Outcome("skipped", _summary(run.path)["status"])
+    if (rec := RunRecord.read(run.path)).finished:
+        return Outcome("skipped", rec.status)
     write_study_json(plan, run)
     tick = time.perf_counter()
     with open_run(run.spec, run.path, resume="auto") as session:
@@ -170,7 +157,7 @@ def preview(plan: Plan, jobs: int | None = None) -> str:
     from ..output import duration
     from ..spec.datasets import DATASETS
 
-    done = [summary for run in plan.runs if (summary := _summary(run.path)) and summary.get("status") in FINAL]
+    done = [rec.summary for run in plan.runs if (rec := RunRecord.read(run.path)).finished]
     todo = len(plan.runs) - len(done)
     head = f"{len(plan.runs)} runs, {todo} to train"
     if not todo:
@@ -227,8 +214,8 @@ def execute(plan: Plan, jobs: int | None = None, notify: Notify | None = None) -
             outcomes[run.key] = Outcome("error", exc.message, code=exc.code)
             notify(run, outcomes[run.key])
             continue
-        if is_finished(run):
-            outcomes[run.key] = Outcome("skipped", _summary(run.path)["status"])
+        if (rec := RunRecord.read(run.path)).finished:
+            outcomes[run.key] = Outcome("skipped", rec.status)
         else:
             todo.append(run)
     if not todo:

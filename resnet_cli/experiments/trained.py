@@ -25,7 +25,8 @@ from ..model import build_model
 from .. import spec as spec_mod
 from ..spec import Spec, parse_set
 from ..training import checkpoint as ckpt
-from ..training.rundir import CHECKPOINT, SPEC, RunDir
+from ..runs.files import CHECKPOINT, SPEC
+from ..runs.reader import spec_as_written
 from ..training.runtime import analysis_runtime
 
 # What an analysis may change in a trained run's data section: where the files are, whether to
@@ -85,7 +86,7 @@ def load_spec(path: str | Path, data_sets: Sequence[str] = ()) -> Spec:
         if key not in DATA_FREE:
             raise UserError(f"--set {key}: a trained run keeps its data splits and normalisation; "
                             f"only {', '.join(DATA_FREE)} may change")
-    return spec_mod.load(RunDir(p).spec_tree(), sets=data_sets, name=str(p / SPEC))
+    return spec_mod.load(spec_as_written(p), sets=data_sets, name=str(p / SPEC))
 
 
 def pick_device(name: str) -> torch.device:

@@ -9,15 +9,12 @@ run directories alone.
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 import torch
 
 from .callbacks import Callback
 
-PROBE = "probe.json"
 POINTS = 60  # curve points per run: one window is ceil(total iterations / 60) steps
 
 
@@ -69,10 +66,7 @@ class CurveProbe(Callback):
     def write(self, t) -> None:
         if t.run_dir is None:
             return
-        path = t.run_dir.file(PROBE)
-        tmp = path.with_name(f".{PROBE}.tmp")
-        tmp.write_text(json.dumps(self.values()) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        t.run_dir.write_probe(self.values())
 
     def on_epoch(self, t, record: dict[str, Any]) -> None:
         self.write(t)  # before summary.json: a finished run always has its probe on disk

@@ -28,7 +28,9 @@ from . import checkpoint as ckpt
 from . import distributed, runtime, schedule, testhook
 from .callbacks import Callback
 from .launch import refuse_under_ddp
-from .rundir import CHECKPOINT, SPEC, RunDir, default_path
+from ..runs.files import CHECKPOINT, SPEC
+from ..runs.reader import spec_as_written
+from ..runs.writer import RunDir, default_path
 from .signals import StopFlag
 from .trainer import Trainer
 
@@ -73,7 +75,7 @@ def reusable(path: Path, spec: spec_mod.Spec) -> None:
     if not spec_file.is_file():
         return
     try:
-        theirs = spec_mod.load(RunDir(path).spec_tree(), name=str(spec_file))  # as the run was written
+        theirs = spec_mod.load(spec_as_written(path), name=str(spec_file))  # as the run was written
     except UserError as exc:
         raise UserError(f"{path} holds an unreadable run ({exc.message}); delete it or use another --out") from None
     changed = [k for k in spec_mod.diff(theirs, spec) if k not in spec_mod.RESUME_FREE

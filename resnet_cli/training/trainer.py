@@ -23,7 +23,8 @@ from .curve import CurveProbe
 from .mixup import Mixed
 from ..errors import PipeClosed, UserError
 from ..model import build_model, count_params
-from .rundir import CHECKPOINT, TENSORBOARD, RunDir
+from ..runs.files import CHECKPOINT, TENSORBOARD
+from ..runs.writer import RunDir
 from .signals import StopFlag
 from ..spec import RESUME_FREE, Spec, diff, load, to_tree
 from ..spec.legacy import as_written

@@ -1,13 +1,6 @@
-"""A run directory describes its run: everything a report needs is read from these files.
-
-    RUN_DIR/
-      spec.yaml        the resolved spec (rerun with `resnet train RUN_DIR/spec.yaml`)
-      meta.json        versions, git commit, device, seed, command line, start time
-      metrics.jsonl    one JSON object per line, appended as training goes
-      checkpoint.pt    the latest checkpoint (atomic; see checkpoint.py)
-      summary.json     written once at the end: status, final errors, wall time
-      tensorboard/     with train.tensorboard: the same scalars as event files (`tensorboard --logdir runs`)
-      .lock            held by the process training in it
+"""Writing a run directory: the trainer's one writer (the files are named in files.py, read back by
+reader.py). Every file but metrics.jsonl is written whole and renamed into place, so a reader never
+sees half of one; metrics.jsonl is appended a line at a time, and a line cut by a kill is left out.
 """
 
 from __future__ import annotations
@@ -21,16 +14,15 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from .. import __version__, errors, writable
 from ..errors import UserError
 from ..spec import Spec, is_plain, to_yaml
-
-SPEC, META, METRICS, CHECKPOINT, SUMMARY, LOCK = (
-    "spec.yaml", "meta.json", "metrics.jsonl", "checkpoint.pt", "summary.json", ".lock")
-TENSORBOARD = "tensorboard"
+from .files import CHECKPOINT, LOCK, META, METRICS, PROBE, SLURM, SPEC, STUDY, SUMMARY, TENSORBOARD
+from .reader import read_json, read_metrics, spec_as_written
 
 
 def default_path(spec: Spec) -> Path:
@@ -89,41 +81,6 @@ def make_dir(path: Path, flag: str = "--out") -> None:
     except OSError as exc:
         raise UserError(f"{flag} {path}: cannot create the directory ({exc.strerror or exc}); "
                         "give a path you can write to") from None
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a metrics.jsonl, [] when there is none. A last line without its newline was cut
-    by a kill mid-write and is left out (the records before it are intact; a resume rewrites the file).
-    Anything else that is not a JSON object, or bytes that are not UTF-8, is a damaged file: one line
-    naming the file and the line."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise UserError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); the file is damaged: "
-                        "restore it, or delete the line") from None
-    lines = text.split("\n")  # the last item is "" when the file ends with its newline
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if n == len(lines):  # no newline after it: cut mid-write
-                continue
-            raise UserError(f"{path}:{n}: not a JSON record ({exc.msg}); the file is damaged: restore it, "
-                            "or delete the line") from None
-        if not isinstance(record, dict):
-            raise UserError(f"{path}:{n}: not a JSON object; the file is damaged: restore it, or delete the line")
-        out.append(record)
-    return out
 
 
 class RunDir:
@@ -237,28 +194,30 @@ class RunDir:
         self._write_text(SUMMARY, json.dumps(summary, indent=2) + "\n")
 
     def summary(self) -> dict[str, Any] | None:
-        path = self.file(SUMMARY)
-        if not path.exists():
-            return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            return None
+        return read_json(self.file(SUMMARY))
 
     def spec_tree(self) -> dict:
-        from ..spec import yamlio
-
-        if not self.file(SPEC).exists():
-            raise UserError(f"{self.path}: not a run directory (no {SPEC})")
-        from ..spec.legacy import as_written
-
-        return as_written(yamlio.load_file(self.file(SPEC)))
+        return spec_as_written(self.path)
 
     def update_meta(self, fields: dict[str, Any]) -> None:
         """Add what is known only once the run is built (runtime, parameter count, data source) to meta.json."""
         meta = json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
         meta.update(fields)
         self._write_text(META, json.dumps(meta, indent=2) + "\n")
+
+    def write_study(self, record: dict[str, Any]) -> None:
+        """study.json: the study row and seed this run is (written by the sweep before it starts)."""
+        make_dir(self.path)
+        self._write_text(STUDY, json.dumps(record, indent=2) + "\n")
+
+    def write_probe(self, values: dict[str, Any]) -> None:
+        """probe.json: the degrade probe's measurements so far (training/curve.py)."""
+        self._write_text(PROBE, json.dumps(values) + "\n")
+
+    def write_task_state(self, **state: Any) -> None:
+        """slurm.json: the SLURM task running this run, merged into what earlier tasks recorded."""
+        self._write_text(SLURM, json.dumps({**(read_json(self.file(SLURM)) or {}), **state, "time": time.time()},
+                                           indent=2) + "\n")
 
     def _write_text(self, name: str, text: str) -> None:
         tmp = self.file(f".{name}.tmp")

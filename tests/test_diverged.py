@@ -11,6 +11,7 @@ import yaml
 from rich.console import Console
 
 from resnet_cli.experiments import degrade, degrade_runs, report
+from resnet_cli.results import table as study_table
 from resnet_cli.spec.datasets import chance_error
 from resnet_cli import spec as spec_mod
 
@@ -44,17 +45,17 @@ def test_a_row_that_diverged_at_two_of_three_seeds_counts_them_at_chance(tmp_pat
     _run(tmp_path, 2, "B", 0, "completed", 5.0, 6.0)
     _run(tmp_path, 2, "B", 1, "diverged", 3.0, 6.0)
     _run(tmp_path, 2, "B", 2, "diverged", None, 6.0)
-    (table,) = report.aggregate(report.collect(tmp_path))
-    rows = {r["row"]: r for r in (report.row_json(table, row) for row in table.rows)}
+    (table,) = report.results(report.collect(tmp_path))
+    rows = {r["row"]: r for r in (study_table.row_json(table, row) for row in table.rows)}
     b = rows["B"]
     assert b["n"] == 3 and b["diverged"] == 2 and b["diverged_seeds"] == [1, 2]
     assert b["test_error_median"] == 90.0 and b["test_errors"] == [5.0, 90.0, 90.0]
     assert b["status"] == "diverged 2/3"
-    (pair,) = report.compare(table)["pairs"]
+    (pair,) = table.comparison["pairs"]
     assert pair["seeds"] == [0, 1, 2]
     assert math.isclose(pair["mean"], ((5 - 10) + (90 - 11) + (90 - 12)) / 3)
     console = Console(width=160, record=True)
-    console.print(report.render(table))
+    console.print(study_table.render(table))
     text = console.export_text()
     assert "3/3 (2 div.)" in text and "chance error" in text
 

@@ -193,7 +193,7 @@ def test_degrade_reading_from_the_paired_differences_by_hand():
     # test accuracy +0.10 -0.05 +0.02 (sum 0.07): |sum| >= 0.07 for 6 of the 8 sign patterns, p 0.75.
     # Holm over the grid's two pairs: 0.25 * 2 = 0.5, then 0.75. Three seeds resolve nothing.
     # t-interval of the training gap by hand: mean 0.3167, sd 0.0764, t(0.975, 2) = 4.3027.
-    from resnet_cli.experiments import evidence
+    from resnet_cli.results import evidence
 
     plain = {0: 0.60, 1: 0.70, 2: 0.55}
     res = {0: 0.90, 1: 0.95, 2: 0.95}
@@ -399,7 +399,7 @@ def test_every_resolved_pair_a_reading_names_is_resolved_after_holm():
 
     import numpy as np
 
-    from resnet_cli.experiments import evidence
+    from resnet_cli.results import evidence
 
     rng = np.random.default_rng(7)
     base = rng.normal(size=10)

@@ -11,7 +11,8 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from resnet_cli.cli import app
-from resnet_cli.experiments import evidence, report
+from resnet_cli.experiments import report
+from resnet_cli.results import evidence, table as study_table
 
 from test_fidelity import _write_run
 
@@ -96,9 +97,9 @@ def test_fewer_than_three_seeds_give_no_interval(tmp_path):
     assert all(r["interval"] is None and r["interval_reason"] == "n < 3: no interval" for r in rows)
     (summary,) = [x for x in lines if x["event"] == "study"]
     assert summary["pairs_unresolved"] == 3 and not any(p["resolved"] for p in summary["pairs"])
-    (table,) = report.aggregate(report.collect(tmp_path))
+    (table,) = report.results(report.collect(tmp_path))
     console = Console(width=120, record=True)
-    console.print(report.render(table, width=120))
+    console.print(study_table.render(table, width=120))
     assert console.export_text().count("no interval") >= 3
 
 
@@ -151,7 +152,7 @@ def test_a_study_run_gathered_twice_counts_once(tmp_path):
     _study(tmp_path / "m0")
     _study(tmp_path / "m1")
     dup = []
-    (table,) = report.aggregate(report.collect(tmp_path, dup))
+    (table,) = report.results(report.collect(tmp_path, dup))
     assert [row.n for row in table.rows] == [3, 3, 3, 3] and len(dup) == 12
 
 
@@ -161,9 +162,9 @@ def test_at_80_columns_labels_keep_their_width(tmp_path):
     for index, errs in ERRORS.items():
         for seed, err in enumerate(errs):
             _write_run(tmp_path, index, labels[index], seed, "completed", err, 20.0, paper=PAPER[index])
-    (table,) = report.aggregate(report.collect(tmp_path))
+    (table,) = report.results(report.collect(tmp_path))
     console = Console(width=80, record=True)
-    console.print(report.render(table, width=80))
+    console.print(study_table.render(table, width=80))
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     # Each label is read in at most two lines of at least 16 characters: no word is cut.
@@ -309,9 +310,9 @@ def test_a_two_row_study_at_three_seeds_claims_nothing(tmp_path):
     (summary,) = [x for x in lines if x["event"] == "study"]
     (pair,) = summary["pairs"]
     assert pair["p"] == 0.25 and pair["p_holm"] == 0.25 and pair["resolved"] is False
-    (table,) = report.aggregate(report.collect(tmp_path))
+    (table,) = report.results(report.collect(tmp_path))
     console = Console(width=160, record=True)
-    console.print(report.render(table, width=160))
+    console.print(study_table.render(table, width=160))
     text = console.export_text()
     assert "resolved" not in text.replace("none resolvable", "").replace("cannot resolve", "")
     assert "95%" not in text and "75%" in text

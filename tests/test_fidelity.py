@@ -19,6 +19,7 @@ from resnet_cli import spec as spec_mod
 from resnet_cli.training.callbacks import Callback
 from resnet_cli.cli import app
 from resnet_cli.experiments import report, report_figure, study
+from resnet_cli.results import table as study_table
 from resnet_cli.model import build_model, count_params
 from resnet_cli.model.shortcuts import DropoutShortcut
 
@@ -172,8 +173,8 @@ def test_fail_rule_on_a_hand_made_study(tmp_path):
     for seed in range(2):
         _write_run(tmp_path, 3, "three", seed, "diverged", None, 20.0)
     _write_run(tmp_path, 4, "four", 0, "completed", 20.0, 20.0)
-    (table,) = report.aggregate(report.collect(tmp_path))
-    rows = {r["row"]: r for r in (report.row_json(table, row) for row in table.rows)}
+    (table,) = report.results(report.collect(tmp_path))
+    rows = {r["row"]: r for r in (study_table.row_json(table, row) for row in table.rows)}
     assert rows["one"]["test_error_median"] == 25.0 and rows["one"]["fail"] is True
     assert rows["two"]["test_error_median"] == 19.0 and rows["two"]["fail"] is False
     assert rows["three"]["status"] == "diverged" and rows["three"]["fail"] is None
@@ -182,7 +183,7 @@ def test_fail_rule_on_a_hand_made_study(tmp_path):
     from rich.console import Console
 
     console = Console(width=160, record=True)
-    console.print(report.render(table))
+    console.print(study_table.render(table))
     text = console.export_text()
     assert "25.00 fail" in text and "19.00 fail" not in text
     assert report_figure.figure(table, tmp_path / "fig.png").stat().st_size > 0

@@ -12,7 +12,7 @@ import math
 import statistics
 from typing import Any, Iterable, Sequence
 
-from resnet_cli.experiments import evidence  # the statistics, one place (torch-free)
+from resnet_cli.results import evidence  # the statistics, one place (torch-free)
 from resnet_cli.output import duration  # wall times in one form, here and on the terminal
 
 DASH = "-"
@@ -122,7 +122,7 @@ def seeds_needed_str(need: dict[str, Any] | None) -> str:
 def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
     """Per depth, residual minus plain accuracy (points), paired by seed: the sign-flip test's p
     after Holm over the grid's pairs, and the 95% t-interval of the mean difference
-    (resnet_cli/experiments/evidence.py): "resolved at n = k" where the adjusted p is at most 5%,
+    (resnet_cli/results/evidence.py): "resolved at n = k" where the adjusted p is at most 5%,
     else "not resolved" with the seeds that would resolve it. Records older than these fields
     (a bootstrap interval) are not read."""
     out, can = [], []

@@ -11,7 +11,7 @@ from typing import Any
 
 from renderers import DASH, count, duration, fixed, md_table, seeds_needed_str
 
-from resnet_cli.experiments import evidence  # the statistics, one place (torch-free)
+from resnet_cli.results import evidence  # the statistics, one place (torch-free)
 
 # --- resnet ablate -----------------------------------------------------------------------------
 

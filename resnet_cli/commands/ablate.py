@@ -17,6 +17,7 @@ from ..errors import PipeClosed, UserError
 from ..experiments import budgets as budgets_mod
 from ..experiments import report, report_figure, sweep
 from ..experiments import study as study_mod
+from ..results import study, table as study_table
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from . import ablate_slurm as cluster
@@ -112,7 +113,7 @@ def _only(plan, key: str, fmt) -> None:
               "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
               "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
               "run_dir": str(run.path), "skipped": outcome.status == "skipped"}
-    output.render([record], fmt, [output.View(draw=lambda width, t=table: report.render(t, width=width))
+    output.render([record], fmt, [output.View(draw=lambda width, r=study.compute(table): study_table.render(r, width=width))
                                   for table in report.aggregate([rec] if rec else [])])
     status = rec.status if rec else outcome.status
     if status == "diverged":
@@ -127,10 +128,14 @@ class _Progress:
     """The sweep as it goes, on stderr: a live table on a terminal, one line per finished run
     otherwise. stdout stays for the final table or JSON."""
 
-    def __init__(self, plan, report, console):
-        self.plan, self.report, self.console = plan, report, console
+    def __init__(self, plan, console):
+        self.plan, self.console = plan, console
         self.running: set[str] = set()
         self.failed: dict[str, str] = {}
+        # Each run's record, read once here and again only when an event names it; each row's statistics
+        # recomputed only when its runs changed (study.compute's `previous`).
+        self.records = {run.key: rec for run, rec in zip(plan.runs, report.planned(plan))}
+        self.result = None
         self.finished = 0
         self.total = sweep.to_train(plan)  # a resumed sweep counts what is left, not what was planned
         self.live = None
@@ -140,10 +145,15 @@ class _Progress:
                              redirect_stdout=False, redirect_stderr=False)
 
     def table(self):
-        records = self.report.planned(self.plan, self.running, self.failed)
-        return self.report.render(self.report.aggregate(records)[0], live=True, width=self.console.width)
+        self.result = study.compute(report.aggregate(list(self.records.values()))[0], live=True, previous=self.result)
+        return study_table.render(self.result, live=True, width=self.console.width)
 
     def __call__(self, run, outcome) -> None:
+        self._update(run, outcome)
+        if self.live is not None:
+            self.live.update(self.table())
+
+    def _update(self, run, outcome) -> None:
         if outcome is None:
             self.running.add(run.key)
         else:
@@ -152,13 +162,12 @@ class _Progress:
             if outcome.status == "error":
                 self.failed[run.key] = outcome.message
             if self.live is None:
-                rec = self.report.seed_result(run.path) if outcome.status != "error" else None  # not another spec's
+                rec = report.seed_result(run.path) if outcome.status != "error" else None  # not another spec's
                 err = f", test error {rec.test_error:.2f}%" if rec and rec.test_error is not None else ""
                 extra = f": {outcome.message}" if outcome.status == "error" else ""
                 self.console.print(escape(f"[{self.finished}/{self.total}] {run.path.name}: "
                                           f"{outcome.status}{err} ({outcome.wall_s:.0f} s){extra}"))
-        if self.live is not None:
-            self.live.update(self.table())
+        self.records[run.key] = report.planned_run(self.plan, run, run.key in self.running, self.failed.get(run.key))
 
 
 def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) -> None:
@@ -168,7 +177,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
     about = plan.preset_about or "as the study defines it"
     console.print(escape(f"{plan.title} [preset {plan.preset}: {about}]: {len(plan.rows)} rows x "
                          f"{len(plan.seeds)} seeds in {plan.results}: {sweep.preview(plan, jobs)}"))
-    progress = _Progress(plan, report, console)
+    progress = _Progress(plan, console)
     tick = time.perf_counter()
     if progress.live is not None:
         progress.live.start()
@@ -195,14 +204,13 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) ->
 def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None) -> None:
     """The study's table from its run directories (`failed`: ROW:SEED -> why), and its figure."""
     tables = report.aggregate(report.planned(plan, set(), failed))
-    table = tables[0]  # budget 1 (or the smallest): the plain study table and figure
     if plan.budgets != [1]:
         _budget_table(tables, threshold, fmt, plan)
-    else:
-        output.render([*(report.row_json(table, row) for row in table.rows), report.study_json(table)], fmt,
-                      output.View(draw=lambda width: report.render(table, width=width)))
-    if plan.budgets == [1] and any(r.status in ("completed", "diverged") for row in table.rows for r in row.runs):
-        output.info(f"figure: {report_figure.figure(table, figure_path)}")
+        return
+    result = study.compute(tables[0])  # every statistic once; the table, the JSON and the figure compute none
+    output.render(study_table.records(result), fmt, output.View(draw=lambda width: study_table.render(result, width=width)))
+    if any(row.n or row.diverged for row in result.rows):
+        output.info(f"figure: {report_figure.figure(result, figure_path)}")
 
 
 def _budget_table(tables, threshold: float | None, fmt, plan) -> None:

@@ -12,7 +12,7 @@ from .. import errors, output
 from ..cli import command
 from ..errors import PipeClosed, UserError
 from ..experiments import degrade as deg
-from ..experiments import evidence
+from ..results import evidence
 from ..experiments.degrade import DEFAULT_CONFIG, NETS
 from ..experiments.degrade_runs import load_record
 from ..spec import load_tree

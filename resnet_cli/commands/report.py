@@ -12,6 +12,7 @@ from ..cli import command
 from ..errors import UserError
 from ..experiments import budgets, gate_figure
 from ..experiments import report as report_mod, report_figure
+from ..results import study, table as study_table
 from ..runs.files import SPEC, STUDY
 from . import common
 
@@ -55,11 +56,12 @@ def report(
             output.render([budgets.row_json(btable, row) for row in btable.rows], fmt,
                           output.View(draw=lambda width, b=btable: budgets.render(b)))
         return
-    for table in tables:
-        output.render([*(report_mod.row_json(table, row) for row in table.rows), report_mod.study_json(table)], fmt,
-                      output.View(draw=lambda width, t=table: report_mod.render(t, width=width)))
+    results = [study.compute(table) for table in tables]  # every statistic once; the views compute nothing
+    for result in results:
+        output.render(study_table.records(result), fmt,
+                      output.View(draw=lambda width, r=result: study_table.render(r, width=width)))
     if target is not None:
-        for table in tables:
+        for table in results:
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")
             output.info(f"figure: {report_figure.figure(table, path)}")

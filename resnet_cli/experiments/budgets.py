@@ -133,6 +133,10 @@ def iters_to(runs, threshold: float) -> int | None:
     return None
 
 
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def build(tables, threshold: float | None = None) -> list[BudgetTable]:
     """One budget table per (study, preset) among report.aggregate's tables (one per budget)."""
     groups: dict[tuple[str, str], list] = {}
@@ -148,7 +152,7 @@ def build(tables, threshold: float | None = None) -> list[BudgetTable]:
         for t in group:
             for r in t.rows:
                 row = rows.setdefault((r.index, r.row), BudgetRow(r.index, r.row))
-                row.errors[t.budget], row.n[t.budget] = r.median(), r.n
+                row.errors[t.budget], row.n[t.budget] = _median(r.errors), r.n
         for (index, label), row in rows.items():
             for b in budgets:
                 row.errors.setdefault(b, None)
@@ -158,7 +162,7 @@ def build(tables, threshold: float | None = None) -> list[BudgetTable]:
             row.verdict = verdict(row.errors, rule)
             for t in group:
                 stats = next((r for r in t.rows if (r.index, r.row) == (index, label)), None)
-                med = stats.median() if stats else None
+                med = _median(stats.errors) if stats else None
                 if med is not None and med <= rule:
                     row.iters_to, row.budget_to = iters_to(stats.runs, rule), t.budget
                     break

@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +32,13 @@ from ..errors import UserError
 from ..spec.messages import one_line
 from ..runs.reader import RunRecord
 from ..runs.writer import git_commit, make_dir, versions
-from . import evidence, sweep
+from . import sweep
+from ..results import degrade as results
+from ..results.degrade import NETS, curve_bands
 from . import study as study_mod
 from .degrade_runs import RUN_DIRS, legacy_probes, load_record, run_name
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 
-NETS = ("plain", "residual")
 RESULT_FILE, FIGURE_FILE = "degrade.json", "degrade.png"
 DEFAULT_CONFIG = "degrade/digits-8-26"
 
@@ -220,7 +220,7 @@ def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum
     if grid.records:
         grid.summaries = summarise(grid.records)
         grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
-        grid.figure = figure(grid.records, plan.out / FIGURE_FILE)
+        grid.figure = figure(grid.summaries, curve_bands(grid.records), plan.out / FIGURE_FILE)
     grid.wall_s = time.perf_counter() - tick if tick is not None else 0.0
     if grid.records:
         write_result(grid)
@@ -261,75 +261,35 @@ def write_result(grid: Grid) -> None:
     tmp.replace(path)
 
 
-def _stats(values: list[float | None]) -> dict[str, float | None]:
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return {"median": None, "min": None, "max": None}
-    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
-
-
-PAIRED = ("train_acc", "test_acc")
-
-
 def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Median and min-max over seeds per (net, depth), with mean, std and the median's
-    order-statistic interval with its coverage (evidence.py; none below 3 seeds); n counts runs,
-    diverged ones included in n and named (a diverged run counts as a failed run at chance,
-    degrade_runs.py, in the medians, the intervals and the pairs alike). The residual row of a depth also carries `paired`: residual minus plain per
-    metric, paired by seed (the twins share every seed), with the sign-flip p, its Holm adjustment
-    over all the grid's pairs, and the t-interval of the mean difference."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in records:
-        groups.setdefault((r["net"], r["depth"]), []).append(r)
-    family = len(PAIRED) * sum(net == "residual" and ("plain", depth) in groups for net, depth in groups)
-    out = []
-    for (net, depth), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], NETS.index(kv[0][0]))):
-        row: dict[str, Any] = {"event": "summary", "net": net, "depth": depth, "n": len(runs),
-                               "diverged": sum(bool(r.get("diverged", r["status"] == "diverged")) for r in runs),
-                               "params": runs[0]["params"], "seeds": [r["seed"] for r in runs]}
-        for metric in ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer"):
-            values = [r[metric] for r in runs]
-            for stat, value in _stats(values).items():
-                row[f"{metric}_{stat}"] = value
-            ev = evidence.describe(values)
-            row[f"{metric}_mean"], row[f"{metric}_std"] = ev["mean"], ev["std"]
-            row[f"{metric}_interval"], row[f"{metric}_coverage"] = ev["interval"], ev["coverage"]
-        twin_runs = groups.get(("plain", depth)) if net == "residual" else None
-        if twin_runs:
-            row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs},
-                                                family) for m in PAIRED}
-        # The published figures are for conv nets; a vit grid on the same data has none.
-        ref = REFERENCE.get((runs[0]["dataset"], net, depth)) if runs[0].get("family") != "vit" else None
-        if ref:
-            row["reference"] = ref
-        out.append(row)
-    evidence.adjust([row["paired"][m] for row in out if "paired" in row for m in PAIRED])  # one family: the grid
-    return out
+    """The grid's summaries (results/degrade.py) with the published figures beside ours."""
+    return results.summarise(records, REFERENCE)
 
 
 # ---------------------------------------------------------------------------------------------
 # The figure
 
 
-def figure(records: list[dict[str, Any]], path: Path) -> Path:
+def figure(summaries: list[dict[str, Any]], bands: dict[tuple[str, int], dict[str, Any]], path: Path) -> Path:
     """Left: training error (%) against iteration, median over seeds, one colour per depth, plain
     dashed and residual solid (He 2016a Fig. 6). Right: final training and test accuracy against
-    depth, median with min-max bars."""
+    depth, median with min-max bars. Drawn from the grid's summaries and curve bands
+    (results/degrade.py): nothing is computed here."""
     from .. import figures
 
     plt = figures.pyplot()
     fig, (ax_c, ax_d) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.6, 1]})
-    depths = sorted({r["depth"] for r in records})
+    depths = sorted({s["depth"] for s in summaries})
+    by = {(s["net"], s["depth"]): s for s in summaries}
     for net in NETS:
         for j, depth in enumerate(depths):
-            runs = [r for r in records if r["net"] == net and r["depth"] == depth and r["curve"]]
-            if not runs:
+            band = bands.get((net, depth))
+            if band is None:
                 continue
-            iters, median, lo, hi = _curve_band(runs)
             colour = f"C{j % 10}"
-            ax_c.plot(iters, median, color=colour, label=f"{net}-{depth}", lw=1.4, **figures.STYLE[net])
-            if len(runs) > 1:
-                ax_c.fill_between(iters, lo, hi, color=colour, alpha=0.08, lw=0)
+            ax_c.plot(band["iters"], band["median"], color=colour, label=f"{net}-{depth}", lw=1.4, **figures.STYLE[net])
+            if band["runs"] > 1:
+                ax_c.fill_between(band["iters"], band["lo"], band["hi"], color=colour, alpha=0.08, lw=0)
     ax_c.set(xlabel="iteration", ylabel="training error (%)", ylim=(0, None),
              title="training error (median over seeds; band: min-max)")
     ax_c.legend(fontsize=7, ncol=2)
@@ -337,10 +297,10 @@ def figure(records: list[dict[str, Any]], path: Path) -> Path:
         for metric, marker in (("train_acc", "o"), ("test_acc", "s")):
             xs, med, err_lo, err_hi = [], [], [], []
             for depth in depths:
-                vals = [r[metric] for r in records if r["net"] == net and r["depth"] == depth and r[metric] is not None]
-                if vals:
-                    m = statistics.median(vals)
-                    xs.append(depth), med.append(m), err_lo.append(m - min(vals)), err_hi.append(max(vals) - m)
+                s = by.get((net, depth))
+                if s is not None and (m := s[f"{metric}_median"]) is not None:
+                    xs.append(depth), med.append(m)
+                    err_lo.append(m - s[f"{metric}_min"]), err_hi.append(s[f"{metric}_max"] - m)
             if xs:
                 ax_d.errorbar(xs, med, yerr=[err_lo, err_hi], marker=marker, capsize=3, lw=1.2,
                               color="C3" if net == "plain" else "C0", label=f"{net} {metric.replace('_', ' ')}",
@@ -349,11 +309,3 @@ def figure(records: list[dict[str, Any]], path: Path) -> Path:
              title="final accuracy (median, min-max)")
     ax_d.legend(fontsize=7)
     return figures.save(fig, path)
-
-
-def _curve_band(runs: list[dict[str, Any]]) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Pointwise median/min/max of the runs' error curves over the iterations they all share."""
-    length = min(len(r["curve"]) for r in runs)
-    iters = [runs[0]["curve"][i][0] for i in range(length)]
-    cols = [[r["curve"][i][2] for r in runs] for i in range(length)]
-    return iters, [statistics.median(c) for c in cols], [min(c) for c in cols], [max(c) for c in cols]

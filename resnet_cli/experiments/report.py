@@ -29,11 +29,10 @@ from ..runs import reader as runs_reader
 from ..runs.files import FINAL
 from ..runs.reader import RunRecord
 from ..spec.datasets import chance_error
-# The table and the JSON objects (re-exported: callers use report.render, report.row_json, ...).
-from .report_table import compare, paper_str, reading, render, row_json, study_json  # noqa: F401
 from .study import Plan
-# The records a table is made of (re-exported: callers use report.SeedResult, ...).
-from .report_records import RowStats, SeedResult, StudyTable  # noqa: F401
+from ..results import study
+from ..results.records import RowStats, SeedResult, StudyTable
+from ..results.study import StudyResult
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,25 +161,27 @@ def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[Seed
 
 def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] | None = None) -> list[SeedResult]:
     """The plan's runs as records: what is on disk, `running` or `pending` for the rest."""
-    out = []
-    for run in plan.runs:
-        rec = seed_result(run.path, plan.metric)
-        base = run.record(plan)
-        if rec is None or rec.study == "runs":
-            rec = SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
-                            paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,
-                            paper=run.row.paper, status="pending", dataset=run.spec.data.dataset)
-        rec.study, rec.title, rec.preset, rec.index, rec.row, rec.paper, rec.group = (
-            base["study"], base["title"], base["preset"], base["index"], base["row"], base["paper"], base.get("group"))
-        rec.dataset = rec.dataset or run.spec.data.dataset
-        rec.fail_above = plan.fail_above
-        rec.budget = run.budget
-        if run.key in running and rec.status not in FINAL:
-            rec.status = "running"
-        if errors and run.key in errors:
-            rec.status, rec.message = "error", errors[run.key]
-        out.append(rec)
-    return out
+    return [planned_run(plan, run, run.key in running, (errors or {}).get(run.key)) for run in plan.runs]
+
+
+def planned_run(plan: Plan, run, running: bool = False, error: str | None = None) -> SeedResult:
+    """One planned run as its row's seed: read from its directory, labelled as the plan has it."""
+    rec = seed_result(run.path, plan.metric)
+    base = run.record(plan)
+    if rec is None or rec.study == "runs":
+        rec = SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
+                         paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,
+                         paper=run.row.paper, status="pending", dataset=run.spec.data.dataset)
+    rec.study, rec.title, rec.preset, rec.index, rec.row, rec.paper, rec.group = (
+        base["study"], base["title"], base["preset"], base["index"], base["row"], base["paper"], base.get("group"))
+    rec.dataset = rec.dataset or run.spec.data.dataset
+    rec.fail_above = plan.fail_above
+    rec.budget = run.budget
+    if running and rec.status not in FINAL:
+        rec.status = "running"
+    if error is not None:
+        rec.status, rec.message = "error", error
+    return rec
 
 
 def missing(records: list[SeedResult]) -> list[SeedResult]:
@@ -230,3 +231,8 @@ def aggregate(records: list[SeedResult]) -> list[StudyTable]:
         for row in table.rows:
             row.runs.sort(key=lambda r: (r.seed is None, r.seed))
     return sorted(studies.values(), key=lambda t: (t.study, t.preset, t.budget))
+
+
+def results(records: list[SeedResult]) -> list[StudyResult]:
+    """aggregate's tables with every statistic computed, once each (results/study.py)."""
+    return [study.compute(table) for table in aggregate(records)]

@@ -1,17 +1,15 @@
 """What a study table is made of: one result per run directory (SeedResult: its row, seed, status and
-errors), a row's runs with their statistics (RowStats), and a study's rows (StudyTable). report.py
-reads run directories into these; report_table.py renders them; evidence.py holds the statistics.
+errors), a row's runs (RowStats), and a study's rows (StudyTable). experiments/report.py reads run
+directories into these; study.py computes their statistics once (with evidence.py); table.py renders.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import evidence
 from ..runs.files import FINAL
 
 
@@ -42,7 +40,7 @@ class SeedResult:
     @property
     def diverged(self) -> bool:
         """Diverged, or completed with no finite error (a NaN net)."""
-        return self.status == "diverged" or (self.status == "completed" and not _finite(self.test_error))
+        return self.status == "diverged" or (self.status == "completed" and not finite(self.test_error))
 
     def counted(self) -> float | None:
         """The error this run counts as in its row: the last epoch's where it completed; its dataset's
@@ -78,31 +76,6 @@ class RowStats:
     def values(self) -> dict[Any, float | None]:
         """seed -> test error (None where the run gave none): what paired differences pair on."""
         return {r.seed: r.counted() for r in self.runs}
-
-    def evidence(self) -> dict[str, Any]:
-        """median, mean, std, n and the median's order-statistic interval with its coverage (evidence.py)."""
-        return evidence.describe(self.errors)
-
-    def median(self) -> float | None:
-        return statistics.median(self.errors) if self.errors else None
-
-    def mean(self) -> float | None:
-        return statistics.fmean(self.errors) if self.errors else None
-
-    def std(self) -> float | None:
-        return statistics.stdev(self.errors) if len(self.errors) >= 2 else None  # sample std (n - 1)
-
-    def fails(self, threshold: float | None) -> bool | None:
-        """The paper's "fail": the median test error past the study's threshold (None: no rule or no
-        completed run to judge)."""
-        med = self.median()
-        if threshold is None or med is None:
-            return None
-        return med > threshold
-
-    def train_loss(self) -> float | None:
-        losses = [r.train_loss for r in self.runs if r.status == "completed" and _finite(r.train_loss)]
-        return statistics.median(losses) if losses else None
 
     def status(self) -> str:
         states = [r.status for r in self.runs]
@@ -140,5 +113,5 @@ class StudyTable:
         return ", ".join(names) or None
 
 
-def _finite(x: Any) -> bool:
+def finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)

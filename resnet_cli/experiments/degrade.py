@@ -36,7 +36,8 @@ from . import sweep
 from ..results import degrade as results
 from ..results.degrade import NETS, curve_bands
 from . import study as study_mod
-from .degrade_runs import RUN_DIRS, legacy_probes, load_record, run_name
+from ..runs.reader import legacy_probes
+from .degrade_runs import RUN_DIRS, load_record, run_name
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 
 RESULT_FILE, FIGURE_FILE = "degrade.json", "degrade.png"

@@ -14,7 +14,6 @@ there, so those grids still report and their finished runs are reused as they ar
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from ..runs.reader import RunRecord
 from ..spec.datasets import shape_of
 
 RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
-LEGACY_RUNS = "runs.jsonl"  # earlier versions' per-run records (read, never written)
 
 
 def _finite(x: Any) -> bool:
@@ -41,23 +39,6 @@ def _classes(tree: dict[str, Any]) -> int | None:
 
 def run_name(net: str, depth: int, seed: int) -> str:
     return f"{net}-{depth}-seed{seed}"
-
-
-def legacy_probes(out_dir: Path) -> dict[str, dict[str, Any]]:
-    """run_dir (relative to the grid) -> the probe values an earlier version recorded for it."""
-    path = out_dir / LEGACY_RUNS
-    if not path.is_file():
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill mid-write
-        if isinstance(rec, dict) and rec.get("event") == "run" and isinstance(rec.get("run_dir"), str):
-            out[rec["run_dir"]] = {"grad_norm_first_layer": rec.get("grad_norm_first_layer"),
-                                   "curve": rec.get("curve") or []}
-    return out
 
 
 def load_record(path: Path, out_dir: Path, legacy: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 SPEC, META, METRICS, CHECKPOINT, SUMMARY, LOCK = (
     "spec.yaml", "meta.json", "metrics.jsonl", "checkpoint.pt", "summary.json", ".lock")
 STUDY, PROBE, SLURM, LOG, TENSORBOARD = "study.json", "probe.json", "slurm.json", "ablate.log", "tensorboard"
+# A degrade grid's per-run records as versions before probe.json kept them (OUT/runs.jsonl; read, never written).
+LEGACY_RUNS = "runs.jsonl"
 
 # The statuses summary.json may end in with nothing left to do: a rerun skips these, reports count them.
 FINAL = ("completed", "diverged")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from .files import FINAL, LOCK, METRICS, PROBE, SLURM, SPEC, STUDY, SUMMARY
+from .files import FINAL, LEGACY_RUNS, LOCK, METRICS, PROBE, SLURM, SPEC, STUDY, SUMMARY
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -187,3 +187,22 @@ class RunRecord:
     def last_metrics(self) -> dict[str, Any] | None:
         records = self.metrics()
         return records[-1] if records else None
+
+
+def legacy_probes(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """run_dir (relative to a degrade grid's output directory) -> the probe values an earlier version
+    recorded for it in OUT/runs.jsonl, before runs wrote probe.json: such grids still report, and
+    their finished runs are reused as they are."""
+    path = out_dir / LEGACY_RUNS
+    if not path.is_file():
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a kill mid-write
+        if isinstance(rec, dict) and rec.get("event") == "run" and isinstance(rec.get("run_dir"), str):
+            out[rec["run_dir"]] = {"grad_norm_first_layer": rec.get("grad_norm_first_layer"),
+                                   "curve": rec.get("curve") or []}
+    return out

@@ -33,6 +33,36 @@ def test_ablate_help_lists_every_shipped_study():
     assert [name.strip() for name in listed.split(",")] == SHIPPED
 
 
+def test_a_new_study_is_one_yaml_file_in_help_configs_and_list(tmp_path):
+    """A study added as one file in the configs folder, nothing else: `resnet ablate --help` names it,
+    `resnet configs` lists it and `resnet ablate NAME --list` plans it. In a child process whose
+    configs folder is a copy with the file added (the help text is made when the command loads)."""
+    import shutil
+    import subprocess
+    import sys
+
+    configs = tmp_path / "configs"
+    shutil.copytree(ROOT / "configs", configs)
+    (configs / "studies" / "my-study.yaml").write_text(TINY.replace("tiny study", "my study"))
+    boot = ("import pathlib, sys; import resnet_cli.spec.bundled as b; "
+            f"b.configs_dir = lambda: pathlib.Path({str(configs)!r}); "
+            "from resnet_cli.cli import main; sys.argv = ['resnet', *sys.argv[1:]]; main()")
+
+    def run(*args):
+        proc = subprocess.run([sys.executable, "-c", boot, *args], capture_output=True, text=True, cwd=tmp_path,
+                              env={**__import__("os").environ, "COLUMNS": "400"}, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    listed = re.search(r"A shipped study \(([^)]*)\)", " ".join(run("ablate", "--help").split())).group(1)
+    listed = re.sub(r"-\s+", "-", listed)  # rich folds at a hyphen
+    assert [n.strip() for n in listed.split(",")] == sorted(SHIPPED + ["my-study"])
+    rows = [json.loads(line) for line in run("configs", "--json").splitlines()]
+    assert {"name": "studies/my-study", "kind": "study", "use": "resnet ablate my-study"}.items() <= \
+        next(r for r in rows if r["name"] == "studies/my-study").items()
+    assert len(run("ablate", "my-study", "--preset", "quick", "--list").splitlines()) == 4  # 2 rows x 2 seeds
+
+
 @pytest.mark.parametrize("page,pattern", [
     ("docs/configs.md", r"\| `studies/\*` \| `resnet ablate` studies: (.*) \|"),
 ])

@@ -125,3 +125,12 @@ def test_the_checker_finds_a_planted_literal(tmp_path):
     (tmp_path / "pkg" / "m.py").write_text('"""summary.json in a docstring is prose."""\n'
                                            'def f(p):\n    return p / "summary.json"\n')
     assert _file_name_literals(tmp_path / "pkg") == ["pkg/m.py:3 summary.json"]
+
+
+def test_report_reads_run_directories_without_the_slurm_launcher():
+    """A run's SLURM task state is read by runs/reader.py; the study report needs nothing of the launcher."""
+    from test_structure import import_graph
+
+    graph = import_graph(PACKAGE)
+    assert "resnet_cli.runs.reader" in graph["resnet_cli.experiments.report"]
+    assert "resnet_cli.experiments.slurm" not in graph["resnet_cli.experiments.report"]

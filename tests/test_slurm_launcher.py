@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -106,3 +107,20 @@ def test_report_tells_pending_running_and_failed_from_the_directory(tmp_path):
                                                 "log": "/logs/7_0_0_log.err"}))
     rec = report.seed_result(run)
     assert rec.status == "error" and "7_0" in rec.message and "/logs/7_0_0_log.err" in rec.message
+
+
+def test_the_launcher_options_are_declared_once_and_every_submitting_command_has_them():
+    """`ablate` and `degrade` declared the same 13 SLURM options each; now commands/cluster.py does, once."""
+    import typer.main
+
+    from resnet_cli.cli import app
+    from resnet_cli.commands import ablate, degrade  # noqa: F401 (registers them)
+
+    group = typer.main.get_command(app)
+    flags = {name: {opt for p in group.commands[name].params for opt in p.opts} for name in ("ablate", "degrade")}
+    wanted = {"--launcher", "--cluster", "--partition", "--time", "--cpus-per-run", "--gpus-per-run", "--mem",
+              "--account", "--qos", "--array-parallelism", "--sbatch", "--dry-run", "--wait"}
+    assert wanted <= flags["ablate"] and wanted <= flags["degrade"]
+    package = Path(__file__).resolve().parents[1] / "resnet_cli"
+    declaring = [p.name for p in package.rglob("*.py") if '"--partition"' in p.read_text()]
+    assert declaring == ["cluster.py"]

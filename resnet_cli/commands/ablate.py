@@ -20,7 +20,7 @@ from ..experiments import study as study_mod
 from ..results import study, table as study_table
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
-from . import ablate_slurm as cluster
+from . import cluster as launcher
 from . import common
 
 
@@ -28,6 +28,7 @@ Figure = Annotated[Optional[str], typer.Option("--figure", help="Bar chart PNG (
 
 
 @command()
+@launcher.options
 def ablate(
     study: Annotated[str, typer.Argument(help=f"A shipped study ({', '.join(study_mod.shipped())}) "
                                               "or a study YAML file.")],
@@ -53,19 +54,8 @@ def ablate(
     figure: Figure = None,
     set_: common.Set = None,
     json_: common.Json = False,
-    launcher: cluster.LauncherOpt = cluster.Launcher.local,
-    cluster_file: cluster.ClusterFile = None,
-    partition: cluster.Partition = None,
-    time: cluster.Time = None,
-    cpus_per_run: cluster.Cpus = None,
-    gpus_per_run: cluster.Gpus = None,
-    mem: cluster.Mem = None,
-    account: cluster.Account = None,
-    qos: cluster.Qos = None,
-    array_parallelism: cluster.Parallel = None,
-    sbatch: cluster.Sbatch = None,
-    dry_run: cluster.DryRun = False,
-    wait: cluster.Wait = False,
+    *,
+    cluster: launcher.Request,
 ) -> None:
     """Run a study: rows x seeds, each a resumable run directory; finished runs are skipped.
     Prints a table (or one JSON object per row) with the paper's figure beside ours."""
@@ -76,11 +66,8 @@ def ablate(
     writable.check_dir(plan.results)  # a file in the way: one line now, not a traceback per run later
     if budgets is not None:
         plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
-    if launcher is not cluster.Launcher.local or dry_run or wait or cluster_file or partition or time or \
-            cpus_per_run or gpus_per_run is not None or mem or account or qos or array_parallelism or sbatch:
-        flags = {"partition": partition, "time": time, "cpus_per_run": cpus_per_run, "gpus_per_run": gpus_per_run,
-                 "mem": mem, "account": account, "qos": qos, "array_parallelism": array_parallelism, "sbatch": sbatch}
-        fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if wait else None
+    if cluster.asked:
+        fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if cluster.wait else None
 
         def final(submitted, failed: dict[str, str]) -> None:  # --wait: the table a local sweep prints
             _study_table(plan, failed, output.choose(json_), fig_path)
@@ -89,7 +76,7 @@ def ablate(
             if failed:
                 raise typer.Exit(errors.FAILED)
 
-        return cluster.run(plan, launcher, cluster_file, flags, dry_run, wait, json_, final)
+        return launcher.run(plan, cluster, json_, final)
     if list_:
         try:
             for line in sweep.list_commands(plan, sets):

@@ -6,14 +6,14 @@ import re
 
 from .. import output
 from ..cli import command
-from ..spec import EXPERIMENT_DIRS, configs_dir
+from ..spec import EXPERIMENT_DIRS, bundled
 from . import common
 
 
 @command()
 def configs(json_: common.Json = False) -> None:
     """List the bundled specs (use a name as SPEC: `resnet train preact/resnet164-cifar10`), studies and experiments."""
-    root = configs_dir()
+    root = bundled.configs_dir()
     rows = []
     for path in sorted(root.rglob("*.yaml")):
         about = about_text(path.read_text(encoding="utf-8"))

@@ -21,7 +21,7 @@ from ..spec.seeds import parse as parse_seeds
 from ..spec.seeds import text as seeds_text
 from ..runs.writer import make_dir
 from ..experiments import sweep
-from . import ablate_slurm as cluster
+from . import cluster as launcher
 from . import common
 
 _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc", "test_acc",
@@ -29,6 +29,7 @@ _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc
 
 
 @command()
+@launcher.options
 def degrade(
     spec_file: Annotated[str | None, typer.Argument(
         metavar="SPEC", help="A degrade config (spec + `degrade:` section) or any spec file / bundled config as the base. "
@@ -59,19 +60,8 @@ def degrade(
     only: Annotated[str | None, typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
     set_: common.Set = None,
     json_: common.Json = False,
-    launcher: cluster.LauncherOpt = cluster.Launcher.local,
-    cluster_file: cluster.ClusterFile = None,
-    partition: cluster.Partition = None,
-    time: cluster.Time = None,
-    cpus_per_run: cluster.Cpus = None,
-    gpus_per_run: cluster.Gpus = None,
-    mem: cluster.Mem = None,
-    account: cluster.Account = None,
-    qos: cluster.Qos = None,
-    array_parallelism: cluster.Parallel = None,
-    sbatch: cluster.Sbatch = None,
-    dry_run: cluster.DryRun = False,
-    wait: cluster.Wait = False,
+    *,
+    cluster: launcher.Request,
 ) -> None:
     """Train plain and residual twins at several depths over several seeds; report the last epoch's
     training loss/accuracy, test accuracy and the first layer's gradient norm at step 1 (median and
@@ -83,11 +73,8 @@ def degrade(
         seeds=parse_seeds(seeds) if seeds is not None else None, nets=_nets(nets),
         overrides=_length_overrides(spec_file, epochs, iters) + common.flag_overrides(**flags),
         sets=set_ or [], out=out)
-    slurm_flags = {"partition": partition, "time": time, "cpus_per_run": cpus_per_run, "gpus_per_run": gpus_per_run,
-                   "mem": mem, "account": account, "qos": qos, "array_parallelism": array_parallelism, "sbatch": sbatch}
-    if launcher is not cluster.Launcher.local or dry_run or wait or cluster_file or \
-            any(v not in (None, []) for v in slurm_flags.values()):
-        return _on_cluster(plan, launcher, cluster_file, slurm_flags, dry_run, wait, json_)
+    if cluster.asked:
+        return _on_cluster(plan, cluster, json_)
     if list_:
         return _list(deg.list_commands(plan, _replay(spec_file, plan, epochs, iters, flags, set_ or [])))
     if only is not None:
@@ -103,11 +90,11 @@ def degrade(
     _render(grid, fmt, log)
 
 
-def _on_cluster(plan, launcher, cluster_file, slurm_flags, dry_run: bool, wait: bool, json_: bool) -> None:
+def _on_cluster(plan, request: launcher.Request, json_: bool) -> None:
     """The grid's pending runs as one SLURM job array (docs/cluster.md), each task one run through
     the same lifecycle as here; with --wait, this command's own report once the array is done."""
     sp = deg.study(plan)
-    if not dry_run:
+    if not request.dry_run:
         make_dir(plan.out)
         deg.adopt(sp)  # finished runs of an earlier version join the grid and are not resubmitted
 
@@ -118,7 +105,7 @@ def _on_cluster(plan, launcher, cluster_file, slurm_flags, dry_run: bool, wait: 
         _render(deg.collect(plan, outcomes), output.choose(json_), output.stderr())
 
     # As `resnet ablate --launcher slurm`: the sbatch script (--dry-run) is printed as text unless --json.
-    cluster.run(sp, launcher, cluster_file, slurm_flags, dry_run, wait, json_, report)
+    launcher.run(sp, request, json_, report)
 
 
 def _nets(nets: str | None) -> list[str] | None:

@@ -40,7 +40,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .. import spec as spec_mod
-from ..spec import yamlio
+from ..spec import bundled, yamlio
 from ..errors import UserError
 from ..spec import Spec
 from ..spec.messages import one_line
@@ -206,7 +206,7 @@ class Plan:
 
 
 def studies_dir() -> Path:
-    return spec_mod.configs_dir() / "studies"
+    return bundled.configs_dir() / "studies"  # looked up at each call: one place says where configs live
 
 
 def shipped() -> list[str]:

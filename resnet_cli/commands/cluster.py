@@ -1,10 +1,14 @@
-"""`resnet ablate ... --launcher slurm`: submit the study's pending runs as one job array
-(experiments/slurm.py), print the sbatch script (--dry-run), or wait and print the final table as a
-local run does (--wait)."""
+"""`--launcher slurm` for every command that can submit (`resnet ablate`, `resnet degrade`): its
+options, declared once here (`@options`), and what they do: submit the pending runs as one job
+array (experiments/slurm.py), print the sbatch script (--dry-run), or wait and print the final
+table as a local run does (--wait)."""
 
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Callable, Optional
 
 import typer
@@ -21,7 +25,7 @@ class Launcher(str, enum.Enum):
     slurm = "slurm"
 
 
-# The flags `resnet ablate` declares for the launcher (rich_help_panel keeps them together in --help).
+# The launcher's flags (rich_help_panel keeps them together in --help), declared on a command by @options.
 _P = "SLURM (--launcher slurm)"
 LauncherOpt = Annotated[Launcher, typer.Option("--launcher", help="local: run here (--jobs); slurm: submit the "
                                                "pending runs as one SLURM job array (docs/cluster.md).")]
@@ -47,12 +51,68 @@ Wait = Annotated[bool, typer.Option("--wait", help="Wait for the array and print
                                     rich_help_panel=_P)]
 
 
-def run(plan, launcher: Launcher, cluster: str | None, flags: dict[str, Any], dry_run: bool, wait: bool,
-        json_: bool, final: Callable[[Any, dict[str, str]], None]) -> None:
+@dataclass(frozen=True)
+class Request:
+    """What the launcher's flags asked for: the sbatch settings (`slurm_flags`, over a --cluster file),
+    --dry-run and --wait."""
+
+    launcher: Launcher = Launcher.local
+    cluster_file: str | None = None
+    partition: str | None = None
+    time: int | None = None  # minutes per task
+    cpus_per_run: int | None = None
+    gpus_per_run: int | None = None
+    mem: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    array_parallelism: int | None = None
+    sbatch: list[str] | None = None
+    dry_run: bool = False
+    wait: bool = False
+
+    @property
+    def slurm_flags(self) -> dict[str, Any]:
+        """The settings given as flags (slurm.settings lays them over the --cluster file's)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("launcher", "cluster_file", "dry_run", "wait")}
+
+    @property
+    def asked(self) -> bool:
+        """Whether any launcher flag was given (a SLURM flag without --launcher slurm is refused in `run`)."""
+        return (self.launcher is not Launcher.local or self.dry_run or self.wait or self.cluster_file is not None
+                or any(v not in (None, []) for v in self.slurm_flags.values()))
+
+
+# Request's fields as command options: (parameter name, its flag's declaration, default).
+_OPTIONS = (("launcher", LauncherOpt, Launcher.local), ("cluster_file", ClusterFile, None),
+            ("partition", Partition, None), ("time", Time, None), ("cpus_per_run", Cpus, None),
+            ("gpus_per_run", Gpus, None), ("mem", Mem, None), ("account", Account, None), ("qos", Qos, None),
+            ("array_parallelism", Parallel, None), ("sbatch", Sbatch, None), ("dry_run", DryRun, False),
+            ("wait", Wait, False))
+
+
+def options(fn: Callable) -> Callable:
+    """Give a command the launcher's options, declared once here: `fn` takes one keyword
+    `cluster: Request`, and its --help lists the options under their own panel."""
+    own = inspect.signature(fn, eval_str=True)
+    params = [p for p in own.parameters.values() if p.name != "cluster"]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=ann, default=default)
+               for name, ann, default in _OPTIONS]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        request = Request(**{name: kwargs.pop(name, default) for name, _, default in _OPTIONS})
+        return fn(*args, cluster=request, **kwargs)
+
+    wrapper.__signature__ = own.replace(parameters=params)  # what typer reads the options from
+    return wrapper
+
+
+def run(plan, request: Request, json_: bool, final: Callable[[Any, dict[str, str]], None]) -> None:
     """Submit (or --dry-run, or --wait for) the plan's pending runs. `final(submitted, failed)`:
     what --wait prints once the array is done, the command's own report (`resnet ablate`: the
     study's table; `resnet degrade`: its grid), `failed` naming each run that did not finish."""
-
+    launcher, cluster, flags = request.launcher, request.cluster_file, request.slurm_flags
+    dry_run, wait = request.dry_run, request.wait
     if launcher is Launcher.local:
         given = [name for name, on in (("--dry-run", dry_run), ("--wait", wait), ("--cluster", cluster is not None))
                  if on] + [f"--{k.replace('_', '-')}" for k, v in flags.items() if v not in (None, [])]

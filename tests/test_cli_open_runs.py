@@ -1,4 +1,4 @@
-"""The commands that read trained runs open them in one place (experiments/trained.py `open_runs`):
+"""The commands that read trained runs open them in one place (analysis/trained.py `open_runs`):
 each answers a spoilt run directory with the same one line and exit code 2, and every directory is
 checked before any run's weights or data are loaded."""
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
-from resnet_cli.experiments import trained as trained_mod
+from resnet_cli.analysis import trained as trained_mod
 
 # Each command that opens runs, with the flags that keep it short.
 COMMANDS = {

@@ -184,7 +184,7 @@ def test_he2016a_comparisons_between_the_shallowest_and_deepest_depth():
 
 
 def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
-    from resnet_cli.experiments.trained import load_run
+    from resnet_cli.analysis.trained import load_run
 
     res = CliRunner().invoke(app, ["degrade", *TINY, "--seeds", "0", "--out", "d", "--json"])
     assert res.exit_code == 0, res.output

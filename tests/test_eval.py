@@ -12,8 +12,8 @@ from torch import nn
 from typer.testing import CliRunner
 
 from resnet_cli.cli import app
-from resnet_cli.experiments import evaluate as EV
-from resnet_cli.experiments.trained import load_run
+from resnet_cli.analysis import evaluate as EV
+from resnet_cli.analysis.trained import load_run
 
 
 def invoke(*args):

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from resnet_cli import spec as S
 from resnet_cli.cli import app
 from resnet_cli.data import synthetic
-from resnet_cli.experiments import export as EX
-from resnet_cli.experiments.trained import load_run
+from resnet_cli.analysis import export as EX
+from resnet_cli.analysis.trained import load_run
 from resnet_cli.model import build_model
 
 from processes import in_child

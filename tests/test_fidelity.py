@@ -18,7 +18,8 @@ from resnet_cli.training import schedule
 from resnet_cli import spec as spec_mod
 from resnet_cli.training.callbacks import Callback
 from resnet_cli.cli import app
-from resnet_cli.experiments import report, report_figure, study
+from resnet_cli.experiments import report, study
+from resnet_cli.plots import study_bars
 from resnet_cli.results import table as study_table
 from resnet_cli.model import build_model, count_params
 from resnet_cli.model.shortcuts import DropoutShortcut
@@ -186,7 +187,7 @@ def test_fail_rule_on_a_hand_made_study(tmp_path):
     console.print(study_table.render(table))
     text = console.export_text()
     assert "25.00 fail" in text and "19.00 fail" not in text
-    assert report_figure.figure(table, tmp_path / "fig.png").stat().st_size > 0
+    assert study_bars.figure(table, tmp_path / "fig.png").stat().st_size > 0
 
 
 def test_table1_study_declares_the_papers_fail_rule():

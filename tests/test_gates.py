@@ -20,7 +20,7 @@ def test_logged_gate_means_equal_the_hand_computed_gates(tmp_path):
     epochs = [rec for rec in records if rec.get("event") == "epoch"]
     assert len(epochs) == 2 and all(len(rec["gate_mean"]) == 3 for rec in epochs)  # 3 units, each gated
 
-    from resnet_cli.experiments.trained import load_run
+    from resnet_cli.analysis.trained import load_run
 
     trained = load_run(out, torch.device("cpu"))  # the last checkpoint: the weights of epoch 2's record
     x = next(iter(data_mod.eval_for(trained.data, "test", 256, "cpu")))[0]  # the first 256 test images

@@ -11,7 +11,7 @@ from resnet_cli import spec as S
 from resnet_cli.training.callbacks import GradNormCallback
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
-from resnet_cli.experiments import gradnorm as G
+from resnet_cli.analysis import gradnorm as G
 from resnet_cli.model import build_model
 
 # A CIFAR-shaped net small enough for a test: ResNet-8 (3 units), widths 4/8/8, 8x8 synthetic images.

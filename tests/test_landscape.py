@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from resnet_cli import spec as S
 from resnet_cli.cli import app
-from resnet_cli.experiments import landscape as LS
-from resnet_cli.experiments.trained import load_run
+from resnet_cli.analysis import landscape as LS
+from resnet_cli.analysis.trained import load_run
 from resnet_cli.model import build_model
 
 

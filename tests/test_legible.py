@@ -37,7 +37,7 @@ def render(renderable, width: int = 80) -> str:
 
 
 def _net_norms(name: str, first: float, inputs_start: float):
-    from resnet_cli.experiments.gradnorm import NetNorms
+    from resnet_cli.analysis.gradnorm import NetNorms
 
     layers = [{"layer": f"units.{i}.branch.0", "label": f"unit{i}.conv1", "index": i, "path": "main",
                "kind": "Conv2d", "grad_norm": first * 10.0 ** (-i), "weight_norm": 1.0} for i in range(1, 40)]
@@ -84,7 +84,7 @@ def test_degrade_table_keeps_ranges_and_published_figures_whole():
 def test_plot_table_names_each_run_and_says_their_directory_once(monkeypatch, tmp_path):
     from resnet_cli import output
     from resnet_cli.commands import plot as cmd
-    from resnet_cli.experiments import curves
+    from resnet_cli.plots import curves
 
     base = tmp_path / "ablate" / "shortcut-quick"
     runs = {}
@@ -120,7 +120,7 @@ def test_short_paths_keep_what_differs():
 
 def test_landscape_panels_share_levels_and_one_colour_bar(monkeypatch, tmp_path):
     from resnet_cli import figures
-    from resnet_cli.experiments import landscape as land
+    from resnet_cli.analysis import landscape as land
 
     grid = [-1.0, -0.5, 0.0, 0.5, 1.0]
 
@@ -225,7 +225,7 @@ def test_digits_configs_resolve_to_one_thread(name):
 def test_lesion_landscape_and_paths_take_the_runs_thread_count_or_the_flag(tmp_path, residual8_run, monkeypatch):
     """The thread count each analysis computes with, read when it loads the run's weights (the
     command puts the caller's count back when it returns)."""
-    from resnet_cli.experiments import trained
+    from resnet_cli.analysis import trained
 
     seen = []
     load_run = trained.load_run

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from resnet_cli import spec as S
 from resnet_cli.cli import app
-from resnet_cli.experiments import lesion as L
-from resnet_cli.experiments.trained import Trained
+from resnet_cli.analysis import lesion as L
+from resnet_cli.analysis.trained import Trained
 from resnet_cli.model import build_model
 
 from oracles import shortcut_path
@@ -128,7 +128,7 @@ def test_lesion_cli_residual_vs_plain(runs, tmp_path):
 def test_one_pass_errors_equal_evaluating_each_lesioned_net(name, runs):
     """errors() starts each lesioned forward from the intact net's activation at its first deleted
     unit; the reference is train.evaluate() on the lesioned net, which runs the whole forward."""
-    from resnet_cli.experiments.trained import load_run, runtime_for
+    from resnet_cli.analysis.trained import load_run, runtime_for
     from resnet_cli.training.trainer import evaluate
 
     trained = load_run(runs[name])

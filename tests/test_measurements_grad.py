@@ -18,8 +18,8 @@ from torch.testing import assert_close
 
 from resnet_cli import spec as S
 from resnet_cli.training.callbacks import Callback
-from resnet_cli.experiments import gradnorm as G
-from resnet_cli.experiments import paths as P
+from resnet_cli.analysis import gradnorm as G
+from resnet_cli.analysis import paths as P
 from resnet_cli.model import build_model
 
 # The bundled 8-layer digits net at width 4 (stem, 3 units of two 3x3 convs, fc).

@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from resnet_cli.experiments import gradnorm as G
-from resnet_cli.experiments import landscape as Ls
-from resnet_cli.experiments import lesion as Le
-from resnet_cli.experiments.trained import load_run
+from resnet_cli.analysis import gradnorm as G
+from resnet_cli.analysis import landscape as Ls
+from resnet_cli.analysis import lesion as Le
+from resnet_cli.analysis.trained import load_run
 
 # Where He 2016a Fig. 7 reads each 3x3 layer's response in an original unit: after its BN, before
 # the ReLU or the addition. Named by hand from the net's layout, not from `response_points`.

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from resnet_cli import spec as S
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
-from resnet_cli.experiments import paths as P
+from resnet_cli.analysis import paths as P
 from resnet_cli.model import build_model
 from resnet_cli.model.nets import ResNet
 from resnet_cli.model.shortcuts import IdentityShortcut, ScaledShortcut, ZeroPadSkip

@@ -19,7 +19,7 @@ from resnet_cli.cli import app
 from resnet_cli.data.dataset import READERS
 from resnet_cli.data.splits import Raw, Split
 from resnet_cli.errors import UserError
-from resnet_cli.experiments.gradnorm.norms import variant_tree
+from resnet_cli.analysis.gradnorm.norms import variant_tree
 from resnet_cli.model import COMBINERS, build_model, count_params
 from resnet_cli.model.shortcuts import Combiner
 from resnet_cli.spec.datasets import DATASETS, Dataset

@@ -2,7 +2,8 @@
 
 import statistics
 
-from resnet_cli.experiments import report, report_figure
+from resnet_cli.experiments import report
+from resnet_cli.plots import study_bars
 
 from test_fidelity import _write_run
 
@@ -23,7 +24,7 @@ def test_study_figure_shows_every_seed(tmp_path, monkeypatch):
         return real(fig, path)
 
     monkeypatch.setattr(figures, "save", save)
-    report_figure.figure(table, tmp_path / "fig.png")
+    study_bars.figure(table, tmp_path / "fig.png")
     assert seen["top"] > 80.0 and seen["top"] > 45.0 + statistics.stdev([10.0, 80.0])  # by hand: seeds 10 and 80
 
 
@@ -43,7 +44,7 @@ def test_a_long_paper_metric_is_wrapped_not_widening_the_figure(tmp_path, monkey
         return real(fig, path)
 
     monkeypatch.setattr(figures, "save", save)
-    report_figure.figure(table, tmp_path / "fig.png")
+    study_bars.figure(table, tmp_path / "fig.png")
     (paper,) = [t for t in texts if t.startswith("paper (")]
     assert paper.replace("\n", " ") == f"paper ({metric})"
     assert max(len(line) for line in paper.splitlines()) <= 40

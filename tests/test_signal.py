@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from resnet_cli import spec as S
 from resnet_cli.cli import app
-from resnet_cli.experiments.gradnorm import signal as sig
+from resnet_cli.analysis.gradnorm import signal as sig
 from resnet_cli.model import build_model
 
 

@@ -164,14 +164,14 @@ def test_planted_oversize_module_is_found(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The layers: spec -> model -> data -> runs -> training -> results -> experiments -> commands
+# The layers: spec -> model -> data -> runs -> training -> results -> experiments, analysis, plots -> commands
 
 # A package may import its own layer and the ones below it, never one above. errors, output and
 # figures serve every layer; cli (the `resnet` app) and commands (its subcommands) are the top one.
 # runs/ (the run directory's files, writer and reader) sits below training: the trainer writes the
 # run directory as it trains, and every reader above reads it without importing the trainer.
 LAYERS = {"errors": 0, "output": 0, "figures": 0, "writable": 0, "spec": 1, "model": 2, "data": 3, "runs": 4,
-          "training": 5, "results": 6, "experiments": 7, "bench": 7, "commands": 8, "cli": 8, "__main__": 9}
+          "training": 5, "results": 6, "experiments": 7, "analysis": 7, "plots": 7, "bench": 7, "commands": 8, "cli": 8, "__main__": 9}
 TOP_LEVEL_MODULES = 7  # __init__, __main__, cli, errors, output, figures, writable
 
 

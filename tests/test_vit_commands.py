@@ -46,8 +46,8 @@ def test_lesion_names_each_unit_by_block_and_sublayer(vit_run):
     assert all(u["deletion"] == "branch->0" and u["test_error"] is not None for u in units)
     assert units[0]["label"] == "ViT-2 (pre_ln)"
     # each one-pass figure (started from the intact net's stream) is that of the whole lesioned net
-    from resnet_cli.experiments import lesion as L
-    from resnet_cli.experiments.trained import load_run, runtime_for
+    from resnet_cli.analysis import lesion as L
+    from resnet_cli.analysis.trained import load_run, runtime_for
     from resnet_cli.training.trainer import evaluate
 
     trained = load_run(vit_run)

@@ -15,7 +15,8 @@ from .. import errors, figures, output, writable
 from ..cli import command
 from ..errors import PipeClosed, UserError
 from ..experiments import budgets as budgets_mod
-from ..experiments import report, report_figure, sweep
+from ..experiments import report, sweep
+from ..plots import study_bars
 from ..experiments import study as study_mod
 from ..results import study, table as study_table
 from ..spec.seeds import HELP as SEEDS_HELP
@@ -197,7 +198,7 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
     result = study.compute(tables[0])  # every statistic once; the table, the JSON and the figure compute none
     output.render(study_table.records(result), fmt, output.View(draw=lambda width: study_table.render(result, width=width)))
     if any(row.n or row.diverged for row in result.rows):
-        output.info(f"figure: {report_figure.figure(result, figure_path)}")
+        output.info(f"figure: {study_bars.figure(result, figure_path)}")
 
 
 def _budget_table(tables, threshold: float | None, fmt, plan) -> None:

@@ -50,8 +50,8 @@ def eval_(run_dirs: RunDirs, split: Split = "test", tta: Tta = None, recalibrate
     out_dir = writable.check_dir(out) if out else None  # before any weights load
     fig_path = figures.target(figure, Path("confusion.png"), "--figure") if figure else None
 
-    from ..experiments import evaluate as evaluate_mod
-    from ..experiments.trained import open_runs
+    from ..analysis import evaluate as evaluate_mod
+    from ..analysis.trained import open_runs
 
     def check(specs) -> None:  # every bad --split or --tta before any weights load
         for p, s in zip(run_dirs, specs):
@@ -79,7 +79,7 @@ def records(results: list[dict], written: list[tuple[str, Path]]) -> list[dict]:
 
 def _write(results: list[dict], split: str, out: Path | None, figure: Path | None) -> list[tuple[str, Path]]:
     """Files only where asked: --out DIR (results and figure), --figure PATH (the figure)."""
-    from ..experiments import evaluate as evaluate_mod
+    from ..analysis import evaluate as evaluate_mod
 
     written = []
     if out is not None:

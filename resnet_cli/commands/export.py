@@ -27,8 +27,8 @@ def export(run_dir: RunDirArg, format_: Format = "torchscript", out: OutPath = N
            data_dir: common.DataDir = None, set_: common.DataSet = None, force: Force = False,
            json_: common.Json = False) -> None:
     """Write a trained net for other tools (with its spec, class names and preprocessing) and check its logits."""
-    from ..experiments import export as export_mod
-    from ..experiments.trained import open_runs
+    from ..analysis import export as export_mod
+    from ..analysis.trained import open_runs
 
     fmt = output.choose(json_)
     sets = ([f"data.dir={data_dir}"] if data_dir is not None else []) + list(set_ or [])

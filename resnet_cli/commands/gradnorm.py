@@ -20,9 +20,9 @@ from .. import figures, output
 from .. import spec as spec_mod
 from ..cli import command
 from ..errors import UserError
-from ..experiments.gradnorm import jacobian, layer_responses, norms
-from ..experiments.gradnorm import signal as sig
-from ..experiments.trained import open_runs
+from ..analysis.gradnorm import jacobian, layer_responses, norms
+from ..analysis.gradnorm import signal as sig
+from ..analysis.trained import open_runs
 from . import common
 
 DEFAULT_VARIANTS = ("plain", "original", "full_preact", "scale:0.5", "exclusive_gate")
@@ -264,7 +264,7 @@ def _response_views(runs: list[dict], split: str, per_layer: bool) -> list[outpu
 def _signal(fmt: output.Format, specs: list[str], overrides: list[tuple[str, Any]], sets: list[str],
            out: str | None) -> None:
     """Signal-propagation plots at initialisation (Brock, De and Smith 2021), for the nets given as
-    SPECs or, by default, for the five nets of experiments/gradnorm/signal.py."""
+    SPECs or, by default, for the five nets of analysis/gradnorm/signal.py."""
     fig_path = figures.target(out, Path("signal.png"))
     if specs:
         named = [(Path(p).stem if Path(p).suffix else p, spec_mod.load(p, overrides, sets)) for p in specs]

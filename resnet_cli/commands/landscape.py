@@ -39,8 +39,8 @@ def landscape(run_dirs: RunDirs, dims: Dims = 1, range_: Range = (-1.0, 1.0), po
               samples: Samples = 1000, seed: Seed = 0, device: Device = "auto", threads: common.RunThreads = None,
               out: FigOut = None, json_: common.Json = False) -> None:
     """Training loss and accuracy on a grid around the trained weights; BN in eval mode (running stats)."""
-    from ..experiments import landscape as land
-    from ..experiments.trained import open_runs
+    from ..analysis import landscape as land
+    from ..analysis.trained import open_runs
 
     fmt = output.choose(json_)
     name = f"landscape-{dims}d.png"

@@ -37,8 +37,8 @@ def lesion(run_dirs: RunDirs, compare: Compare = None, max_k: MaxK = None, draws
            device: Device = "auto", threads: common.RunThreads = None, out: FigOut = None,
            json_: common.Json = False) -> None:
     """Delete each unit in turn (branch -> 0, shortcut kept), then k random units; test error each time."""
-    from ..experiments import lesion as lesion_mod
-    from ..experiments.trained import open_runs
+    from ..analysis import lesion as lesion_mod
+    from ..analysis.trained import open_runs
 
     fmt = output.choose(json_)
     paths = list(run_dirs) + ([compare] if compare else [])

@@ -13,8 +13,8 @@ from .. import figures, output
 from .. import spec as spec_mod
 from ..cli import command
 from ..errors import UserError
-from ..experiments import paths as paths_mod
-from ..experiments.trained import check_dir, open_runs, pick_device, run_label
+from ..analysis import paths as paths_mod
+from ..analysis.trained import check_dir, open_runs, pick_device, run_label
 from ..model import build_model
 from ..runs.files import SPEC
 from ..runs.reader import spec_as_written

@@ -9,7 +9,7 @@ import typer
 
 from .. import figures, output
 from ..cli import command
-from ..experiments import curves
+from ..plots import curves
 from . import common
 
 RunDirs = Annotated[list[str], typer.Argument(metavar="RUN_DIR", help="Run directories (resnet train --out DIR).")]

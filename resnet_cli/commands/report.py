@@ -10,8 +10,9 @@ import typer
 from .. import figures, output
 from ..cli import command
 from ..errors import UserError
-from ..experiments import budgets, gate_figure
-from ..experiments import report as report_mod, report_figure
+from ..experiments import budgets
+from ..experiments import report as report_mod
+from ..plots import gates as gates_plot, study_bars
 from ..results import study, table as study_table
 from ..runs.files import SPEC, STUDY
 from . import common
@@ -64,6 +65,6 @@ def report(
         for table in results:
             suffix = target.suffix or ".png"
             path = target if len(tables) == 1 else target.with_name(f"{target.stem}-{table.study}{suffix}")
-            output.info(f"figure: {report_figure.figure(table, path)}")
+            output.info(f"figure: {study_bars.figure(table, path)}")
     if gates_target is not None:
-        output.info(f"gates: {gate_figure.figure(root, gates_target)}")
+        output.info(f"gates: {gates_plot.figure(root, gates_target)}")

@@ -1,7 +1,7 @@
 """A study table's results, computed once: per row the median with its interval and coverage, mean ±
 std, n, training loss, status and the paper's fail rule; per study the pairs after Holm, Kendall's
 tau against the paper's order and the reading under the table. The terminal table, the JSON lines
-and the figure (table.py, experiments/report_figure.py) render a StudyResult and compute nothing.
+and the bar chart (table.py, plots/study_bars.py) render a StudyResult and compute nothing.
 
 The live table of a sweep in progress recomputes only the rows whose runs changed since the last
 event (`previous`), and leaves the study's pairs for the end: they need every seed.

@@ -11,7 +11,7 @@ from ..errors import UserError
 from ..spec import is_plain
 from ..runs.files import METRICS
 from ..runs.reader import RunRecord
-from .trained import check_dir, load_spec, run_label
+from ..analysis.trained import check_dir, load_spec, run_label
 
 
 def read_run(path: str | Path) -> dict:

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from resnet_cli import spec as spec_mod
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
-from resnet_cli.experiments import study as study_mod
-from resnet_cli.experiments import sweep
+from resnet_cli.sweep import plan as study_mod
+from resnet_cli.sweep import engine as sweep
 
 # Two-iteration epochs: 128 training images at batch 64, a 4-layer digits net of width 4.
 TINY = """
@@ -318,7 +318,7 @@ def test_report_rebuilds_the_same_table_from_gathered_dirs(in_tmp, tiny):
 
 def test_report_table_and_errors(in_tmp, tiny):
     assert invoke("ablate", tiny, "--out", "res", "--jobs", 1).exit_code == 0
-    from resnet_cli.experiments import report
+    from resnet_cli.results import report
 
     (table,) = report.aggregate(report.collect(in_tmp / "res"))
     assert [row.n for row in table.rows] == [2, 2] and table.dataset == "digits"

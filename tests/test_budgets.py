@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from resnet_cli import spec as spec_mod
 from resnet_cli.cli import app
-from resnet_cli.experiments import budgets
-from resnet_cli.experiments import report as report_mod
-from resnet_cli.experiments import study as study_mod
+from resnet_cli.sweep import budgets
+from resnet_cli.results import report as report_mod
+from resnet_cli.sweep import plan as study_mod
 
 from processes import TINY_STUDY
 

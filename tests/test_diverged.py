@@ -10,7 +10,8 @@ import math
 import yaml
 from rich.console import Console
 
-from resnet_cli.experiments import degrade, degrade_runs, report
+from resnet_cli.experiments import degrade, degrade_runs
+from resnet_cli.results import report
 from resnet_cli.results import table as study_table
 from resnet_cli.spec.datasets import chance_error
 from resnet_cli import spec as spec_mod

@@ -1,4 +1,4 @@
-"""The statistics of the study tables (experiments/evidence.py) through `resnet report`, checked
+"""The statistics of the study tables (results/evidence.py) through `resnet report`, checked
 against scipy called directly on the same numbers, hand counts and an exact permutation count."""
 
 import itertools
@@ -11,7 +11,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from resnet_cli.cli import app
-from resnet_cli.experiments import report
+from resnet_cli.results import report
 from resnet_cli.results import evidence, table as study_table
 
 from test_fidelity import _write_run

@@ -18,7 +18,8 @@ from resnet_cli.training import schedule
 from resnet_cli import spec as spec_mod
 from resnet_cli.training.callbacks import Callback
 from resnet_cli.cli import app
-from resnet_cli.experiments import report, study
+from resnet_cli.results import report
+from resnet_cli.sweep import plan as study
 from resnet_cli.plots import study_bars
 from resnet_cli.results import table as study_table
 from resnet_cli.model import build_model, count_params

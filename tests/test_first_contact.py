@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from resnet_cli.cli import app
-from resnet_cli.experiments import study as study_mod
+from resnet_cli.sweep import plan as study_mod
 from test_ablate import TINY  # a two-row study of 4-layer digits nets, two seeds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def test_a_resumed_study_counts_the_runs_left_and_the_end_line_counts_each_kind(
 
 
 def test_the_end_line_counts_interrupted_failed_and_unstarted_runs_apart():
-    from resnet_cli.experiments.sweep import Outcome, tally
+    from resnet_cli.sweep.engine import Outcome, tally
 
     outcomes = {"1:0": Outcome("completed"), "1:1": Outcome("diverged"), "2:0": Outcome("interrupted"),
                 "2:1": Outcome("interrupted"), "3:0": Outcome("error"), "3:1": Outcome("skipped")}

@@ -47,7 +47,7 @@ def test_a_net_without_gates_logs_none_and_the_figure_refuses_in_one_line(residu
 
 
 def test_gate_bias_study_sweeps_exclusive_gating_on_resnet110_and_ranks_on_held_out_images():
-    from resnet_cli.experiments import study as study_mod
+    from resnet_cli.sweep import plan as study_mod
 
     for preset in ("paper", "quick"):
         plan = study_mod.plan("gate-bias", preset)

@@ -136,7 +136,7 @@ def test_nproc_checks_what_it_can_before_starting_processes(in_tmp):
 
 def test_a_sweep_shows_a_runs_error_line_whole(tmp_path, monkeypatch):
     from resnet_cli.errors import UserError
-    from resnet_cli.experiments import study, sweep
+    from resnet_cli.sweep import engine as sweep, plan as study
 
     line = ("CIFAR-10 not found in /a/rather/long/path/to/the/data/directory/of/this/cluster and "
             "data.download is off: download cifar-10-python.tar.gz from "

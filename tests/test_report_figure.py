@@ -2,7 +2,7 @@
 
 import statistics
 
-from resnet_cli.experiments import report
+from resnet_cli.results import report
 from resnet_cli.plots import study_bars
 
 from test_fidelity import _write_run

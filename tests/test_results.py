@@ -54,7 +54,7 @@ def test_the_live_table_recomputes_only_the_row_an_event_changed(in_tmp, counted
     from rich.console import Console
 
     from resnet_cli.commands.ablate import _Progress
-    from resnet_cli.experiments import study as study_mod
+    from resnet_cli.sweep import plan as study_mod
 
     (in_tmp / "tiny.yaml").write_text(TINY)
     plan = study_mod.plan(str(in_tmp / "tiny.yaml"), results=in_tmp / "res")

@@ -132,5 +132,5 @@ def test_report_reads_run_directories_without_the_slurm_launcher():
     from test_structure import import_graph
 
     graph = import_graph(PACKAGE)
-    assert "resnet_cli.runs.reader" in graph["resnet_cli.experiments.report"]
-    assert "resnet_cli.experiments.slurm" not in graph["resnet_cli.experiments.report"]
+    assert "resnet_cli.runs.reader" in graph["resnet_cli.results.report"]
+    assert "resnet_cli.sweep.slurm" not in graph["resnet_cli.results.report"]

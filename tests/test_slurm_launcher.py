@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from resnet_cli.cli import app
-from resnet_cli.experiments import report
+from resnet_cli.results import report
 
 pytest.importorskip("submitit")
 

@@ -122,7 +122,7 @@ def test_graph_sees_the_real_imports():
     # A hand-picked edge of each kind, so a checker that parses nothing cannot pass the test above.
     graph = import_graph(PACKAGE)
     assert "resnet_cli.training.checkpoint" in graph["resnet_cli.training.trainer"]  # `from . import checkpoint as ckpt`
-    assert "resnet_cli.training.session" in graph["resnet_cli.experiments.sweep"]  # function-level `from ..training.session import`
+    assert "resnet_cli.training.session" in graph["resnet_cli.sweep.engine"]  # function-level `from ..training.session import`
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,14 +164,14 @@ def test_planted_oversize_module_is_found(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The layers: spec -> model -> data -> runs -> training -> results -> experiments, analysis, plots -> commands
+# The layers: spec -> model -> data -> runs -> training -> sweep, results, analysis, plots, experiments -> commands
 
 # A package may import its own layer and the ones below it, never one above. errors, output and
 # figures serve every layer; cli (the `resnet` app) and commands (its subcommands) are the top one.
 # runs/ (the run directory's files, writer and reader) sits below training: the trainer writes the
 # run directory as it trains, and every reader above reads it without importing the trainer.
 LAYERS = {"errors": 0, "output": 0, "figures": 0, "writable": 0, "spec": 1, "model": 2, "data": 3, "runs": 4,
-          "training": 5, "results": 6, "experiments": 7, "analysis": 7, "plots": 7, "bench": 7, "commands": 8, "cli": 8, "__main__": 9}
+          "training": 5, "sweep": 6, "results": 6, "analysis": 6, "plots": 6, "experiments": 6, "bench": 6, "commands": 7, "cli": 7, "__main__": 8}
 TOP_LEVEL_MODULES = 7  # __init__, __main__, cli, errors, output, figures, writable
 
 
@@ -207,8 +207,8 @@ def test_the_top_level_keeps_its_few_modules():
 
 
 def test_an_upward_import_is_found():
-    graph = {"resnet_cli.experiments.sweep": {"resnet_cli.commands.train"}, "resnet_cli.commands.train": set()}
-    assert upward_imports(graph) == ["resnet_cli.experiments.sweep -> resnet_cli.commands.train"]
+    graph = {"resnet_cli.sweep.engine": {"resnet_cli.commands.train"}, "resnet_cli.commands.train": set()}
+    assert upward_imports(graph) == ["resnet_cli.sweep.engine -> resnet_cli.commands.train"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ import torch
 from typer.testing import CliRunner
 
 from resnet_cli.cli import app
-from resnet_cli.experiments import workers
-from resnet_cli.experiments.workers import Share
+from resnet_cli.sweep import workers
+from resnet_cli.sweep.workers import Share
 from resnet_cli.training.signals import StopFlag
 
 from processes import spawn

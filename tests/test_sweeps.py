@@ -106,7 +106,7 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     assert [r["epoch"] for r in map(json.loads, (first / "metrics.jsonl").read_text().splitlines())] == [1, 2, 3]
     if proc.returncode == 130:
         pytest.xfail("known bug: an in-process sweep exits 130 (SIGINT) on SIGTERM: the trainer's StopFlag "
-                     "takes the signal and the sweep falls back to SIGINT (experiments/sweep.py _in_process)")
+                     "takes the signal and the sweep falls back to SIGINT (sweep/engine.py _in_process)")
     assert proc.returncode == 143
 
 

@@ -323,7 +323,7 @@ def _degrade_json(out: str) -> dict[str, Any]:
 
 def _paper(study: str, label: str) -> float:
     """A row's paper figure, from the shipped study file that holds it."""
-    from resnet_cli.experiments import study as study_mod
+    from resnet_cli.sweep import plan as study_mod
 
     rows = study_mod.load(study_mod.find(study)[0]).rows or []
     return next(r.paper for r in rows if r.label == label)

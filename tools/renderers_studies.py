@@ -95,7 +95,7 @@ def _pairs_reading(pairs: list[dict[str, Any]]) -> str:
 
 
 def ablate_order(records: list[dict[str, Any]]) -> str:
-    """The reading under a study table, generated from its statistics (resnet_cli/experiments/
+    """The reading under a study table, generated from its statistics (resnet_cli/results/
     evidence.py): per group of rows with a paper figure, both orders best first (a row with no
     figure of ours, diverged, goes last), Kendall's tau of our medians against the paper's figures
     with its permutation p-value, and the pairs counted three ways: in the paper's order and

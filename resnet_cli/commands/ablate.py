@@ -14,10 +14,11 @@ from rich.markup import escape
 from .. import errors, figures, output, writable
 from ..cli import command
 from ..errors import PipeClosed, UserError
-from ..experiments import budgets as budgets_mod
-from ..experiments import report, sweep
+from ..sweep import budgets as budgets_mod
+from ..results import report
+from ..sweep import engine as sweep
 from ..plots import study_bars
-from ..experiments import study as study_mod
+from ..sweep import plan as study_mod
 from ..results import study, table as study_table
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds

@@ -1,6 +1,6 @@
 """`--launcher slurm` for every command that can submit (`resnet ablate`, `resnet degrade`): its
 options, declared once here (`@options`), and what they do: submit the pending runs as one job
-array (experiments/slurm.py), print the sbatch script (--dry-run), or wait and print the final
+array (sweep/slurm.py), print the sbatch script (--dry-run), or wait and print the final
 table as a local run does (--wait)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from rich.markup import escape
 
 from .. import errors, output
 from ..errors import UserError
-from ..experiments import report, slurm
+from ..results import report
+from ..sweep import slurm
 from ..runs.reader import RunRecord
 
 

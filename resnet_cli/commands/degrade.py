@@ -20,7 +20,7 @@ from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from ..spec.seeds import text as seeds_text
 from ..runs.writer import make_dir
-from ..experiments import sweep
+from ..sweep import engine as sweep
 from . import cluster as launcher
 from . import common
 

@@ -10,8 +10,8 @@ import typer
 from .. import figures, output
 from ..cli import command
 from ..errors import UserError
-from ..experiments import budgets
-from ..experiments import report as report_mod
+from ..sweep import budgets
+from ..results import report as report_mod
 from ..plots import gates as gates_plot, study_bars
 from ..results import study, table as study_table
 from ..runs.files import SPEC, STUDY

@@ -29,15 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import spec as spec_mod
 from ..errors import UserError
-from ..spec.messages import one_line
-from ..runs.reader import RunRecord
-from ..runs.writer import git_commit, make_dir, versions
-from . import sweep
 from ..plots import degrade as plots
 from ..results import degrade as results
 from ..results.degrade import NETS, curve_bands
-from . import study as study_mod
-from ..runs.reader import legacy_probes
+from ..runs.reader import RunRecord, legacy_probes
+from ..runs.writer import git_commit, make_dir, versions
+from ..spec.messages import one_line
+from ..sweep import engine as sweep
+from ..sweep import plan as study_mod
 from .degrade_runs import RUN_DIRS, load_record, run_name
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 

@@ -1,5 +1,5 @@
 """What a study table is made of: one result per run directory (SeedResult: its row, seed, status and
-errors), a row's runs (RowStats), and a study's rows (StudyTable). experiments/report.py reads run
+errors), a row's runs (RowStats), and a study's rows (StudyTable). results/report.py reads run
 directories into these; study.py computes their statistics once (with evidence.py); table.py renders.
 """
 

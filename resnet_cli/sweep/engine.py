@@ -3,7 +3,7 @@
 Re-running a sweep skips finished runs (summary.json says completed or diverged), resumes
 unfinished ones from their checkpoint, and refuses to reuse a directory whose run had another spec.
 With one job the runs execute in this process; with several, on that many long-lived worker
-processes (experiments/workers.py) that import torch once and take runs from a queue, longest
+processes (sweep/workers.py) that import torch once and take runs from a queue, longest
 first, until it is empty. Each worker has its share of the CPU threads, or one GPU (round robin
 over the GPUs this process may use). Each run keeps its own log (RUN/ablate.log); a run that raises
 fails alone, a worker that dies is replaced, and SIGINT/SIGTERM make every running run save its
@@ -36,7 +36,7 @@ from ..runs.files import LOG
 from ..runs.reader import RunRecord
 from ..runs.writer import RunDir
 from ..training.signals import StopFlag
-from .study import Plan, PlannedRun
+from .plan import Plan, PlannedRun
 
 
 

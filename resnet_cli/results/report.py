@@ -29,10 +29,10 @@ from ..runs import reader as runs_reader
 from ..runs.files import FINAL
 from ..runs.reader import RunRecord
 from ..spec.datasets import chance_error
-from .study import Plan
-from ..results import study
-from ..results.records import RowStats, SeedResult, StudyTable
-from ..results.study import StudyResult
+from ..sweep.plan import Plan
+from . import study
+from .records import RowStats, SeedResult, StudyTable
+from .study import StudyResult
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def missing(records: list[SeedResult]) -> list[SeedResult]:
     gathered while a study is under way shows its missing rows and seeds instead of looking whole.
     The plan is the study's preset with its own seeds; a directory whose rows that plan does not
     have (a study of another version, or a file not shipped) gets nothing added: no guessing."""
-    from . import study as study_mod
+    from ..sweep import plan as study_mod
 
     out: list[SeedResult] = []
     for name, preset in sorted({(r.study, r.preset) for r in records if r.study != "runs" and r.budget == 1}):

@@ -41,8 +41,8 @@ from ..runs.writer import RunDir
 from ..spec import yamlio
 from ..spec.messages import one_line
 from ..training.signals import StopFlag
-from . import sweep
-from .study import Plan, PlannedRun
+from . import engine as sweep
+from .plan import Plan, PlannedRun
 
 
 

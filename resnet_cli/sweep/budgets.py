@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..runs.reader import RunRecord
-from .study import Plan, PlannedRun
+from .plan import Plan, PlannedRun
 
 
 def parse(text: str) -> list[int]:

@@ -148,7 +148,7 @@ class PlannedRun:
     seed: int
     path: Path
     spec: Spec
-    budget: int = 1  # a multiple of the preset's length (`--budgets`, experiments/budgets.py)
+    budget: int = 1  # a multiple of the preset's length (`--budgets`, sweep/budgets.py)
 
     @property
     def key(self) -> str:

@@ -332,6 +332,19 @@ def test_ablate_order_within_groups_by_hand():
     assert "Of its 6 pairs" in S.ablate_order([{**r, "group": None} for r in records])  # ungrouped: every pair
 
 
+def test_a_groups_power_line_counts_the_whole_studys_holm_family():
+    # Two nets of five rows: 10 pairs within each, Holm over all 20. Eight seeds that all agree give
+    # p = 2/256 each; 20 x 2/256 = 0.156: none resolvable, and 2/2^n x 20 <= 0.05 first at n = 10
+    # (2/512 x 20 = 0.078, 2/1024 x 20 = 0.039). A group's reading that counted its own 10 would say 9.
+    e = (0.0, 0.5, -0.5, 0.2, -0.2, 0.3, -0.3, 0.1)
+    records = [_row(i + 5 * g, [10 * (i + 1) + 50 * g + x for x in e], 5.0 + i, label=f"row {i}, net {g}",
+                    group=f"net {g}") for g in (0, 1) for i in range(1, 6)]
+    text = S.ablate_order(records)
+    assert text.count("Of its 10 pairs (Holm over the study's 20)") == 2
+    assert text.count("8 seeds cannot resolve a pair at 5% after Holm over 20 pairs; 10 whose differences all "
+                      "agree in sign can") == 2
+
+
 def test_the_note_names_command_machine_and_wall_time():
     section = next(s for s in docs_tables.SECTIONS if s.name == "plot")
     meta = {"command": "resnet plot a b --json", "wall_s": 3.2, "machine": "AMD EPYC 9B14, 2 cores", "load_1min": 1.5,

@@ -69,19 +69,22 @@ def _open_pair(p: dict[str, Any]) -> str:
     return f"{what} ({diff}, sd {p['sd']:.2f}, p {p['p']:.3g}, Holm {p['p_holm']:.3g}; {more})"
 
 
-def _pairs_reading(pairs: list[dict[str, Any]]) -> str:
-    """The pairs' three counts and which pairs they are, each at the seeds it was measured on."""
+def _pairs_reading(pairs: list[dict[str, Any]], family: int) -> str:
+    """The pairs' three counts and which pairs they are, each at the seeds it was measured on.
+    `family`: how many pairs Holm ran over (the study's, across its groups)."""
     kept = [p for p in pairs if p["verdict"] == "in order"]
     open_ = [p for p in pairs if p["verdict"] == "unresolved"]
     back = [p for p in pairs if p["verdict"] == "reversed"]
+    over = "" if family == len(pairs) else f" (Holm over the study's {family})"
     if not any(p["can_resolve"] for p in pairs):
-        return (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'} (leaving out pairs that both fail here) "
-                f"none can be resolved: {evidence.power_line(pairs)}. Gaps: "
+        return (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'}{over} (leaving out pairs that both fail here) "
+                f"none can be resolved: {evidence.power_line(pairs, family)}. Gaps: "
                 + "; ".join(_open_pair(p) for p in open_) + ".")
+    over_them = "them" if family == len(pairs) else f"the study's {family}"
     out = (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'} (leaving out pairs that both fail here), "
-           f"by the sign-flip test with Holm's adjustment over them: {len(kept)} in the paper's order "
+           f"by the sign-flip test with Holm's adjustment over {over_them}: {len(kept)} in the paper's order "
            f"and resolved, {len(open_)} not resolved, {len(back)} reversed and resolved.")
-    if power := evidence.power_line(pairs):
+    if power := evidence.power_line(pairs, family):
         out += f" {power[0].upper()}{power[1:]}."
     if kept:
         out += f" In the paper's order (resolved at {_at_n(kept)}): " + ", ".join(
@@ -133,7 +136,7 @@ def ablate_order(records: list[dict[str, Any]]) -> str:
         tau = (f" Kendall's tau {got['kendall_tau']:.2f} (one-sided permutation p = {got['p_value']:.3f}, {how}, "
                f"{got['rows']} rows)." if got["kendall_tau"] is not None else "")
         return (f"{name}, best first: paper {theirs}; ours {chain(sorted(members, key=ours), ours)}.{tau} "
-                + _pairs_reading([p for p in pairs if (p["group"] or "") == key]))
+                + _pairs_reading([p for p in pairs if (p["group"] or "") == key], len(pairs)))
 
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in numeric:

@@ -236,11 +236,13 @@ def resolvable_gap(n: int, sd: float | None, m: int) -> float | None:
     return float(stats.t.ppf(1 - ALPHA / max(m, 1) / 2, n - 1) * sd / math.sqrt(n))
 
 
-def power_line(pairs: Sequence[Mapping[str, Any]]) -> str:
-    """The sentence under a table: what its n and spread could resolve at 5% after Holm."""
+def power_line(pairs: Sequence[Mapping[str, Any]], family: int | None = None) -> str:
+    """The sentence under a table: what its n and spread could resolve at 5% after Holm over
+    `family` pairs (default: these; a reading of one group's pairs passes the whole study's count,
+    since Holm ran over all of them)."""
     if not pairs:
         return ""
-    m, n = len(pairs), min(p["n"] for p in pairs)
+    m, n = family or len(pairs), min(p["n"] for p in pairs)
     sds = [p["sd"] for p in pairs if p.get("sd")]
     if smallest_p(n) > ALPHA / m:
         need = next(k for k in itertools.count(1) if smallest_p(k) <= ALPHA / m)

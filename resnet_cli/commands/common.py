@@ -10,7 +10,6 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .. import spec as spec_mod
-from ..training import testhook
 from ..spec import Spec
 from ..spec.datasets import DATASETS
 
@@ -81,6 +80,4 @@ def set_threads(threads: int | None, default: int = 0) -> None:
 
 def build_spec(spec_file: str | dict | None, sets: list[str] | None, name: str | None = None, **flags: Any) -> Spec:
     """A spec file (or a run's spec tree, named `name` in errors), then the flags, then `--set`."""
-    spec = spec_mod.load(spec_file, flag_overrides(**flags), sets or [], name=name)
-    testhook.phase("spec")
-    return spec
+    return spec_mod.load(spec_file, flag_overrides(**flags), sets or [], name=name)

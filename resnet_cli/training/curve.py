@@ -21,15 +21,16 @@ POINTS = 60  # curve points per run: one window is ceil(total iterations / 60) s
 class CurveProbe(Callback):
     checkpoint_key = "degrade_probe"  # the key runs of earlier versions saved it under
 
-    def __init__(self, window: int):
-        self.window = max(1, window)
+    def __init__(self, window: int | None = None):
+        self.window = None if window is None else max(1, window)  # None: set by the trainer (window_for)
         self.grad_norm_first_layer: float | None = None
         self.curve: list[list[float]] = []  # [iteration, loss, error %]
         self.resumed = {"loss_sum": 0.0, "wrong": 0.0, "seen": 0, "steps": 0}  # the open window
 
-    @classmethod
-    def for_total(cls, total: int) -> CurveProbe:
-        return cls(window=-(-total // POINTS))
+    @staticmethod
+    def window_for(total: int) -> int:
+        """Steps per curve point: ceil(total / POINTS)."""
+        return max(1, -(-total // POINTS))
 
     def state(self) -> dict[str, Any]:
         return {"window": self.window, "grad_norm_first_layer": self.grad_norm_first_layer, "curve": self.curve,

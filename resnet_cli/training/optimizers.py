@@ -36,13 +36,20 @@ def groups(model: nn.Module, optim: OptimSpec) -> list[dict]:
     return out
 
 
+# `optim.optimizer` -> the optimizer over the parameter groups; one row each (the spec's Literal
+# names the same keys, so a new optimizer is a row here and a name there).
+OPTIMIZERS: dict[str, Callable[[list[dict], OptimSpec], torch.optim.Optimizer]] = {
+    # SGD with momentum 0.9 and weight decay 1e-4: the papers' (He 2016a sec. 3.4, 4.2).
+    "sgd": lambda params, o: torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, nesterov=o.nesterov,
+                                             weight_decay=o.weight_decay),
+    # AdamW (Loshchilov & Hutter 2019): the Transformers' usual, betas 0.9/0.999.
+    "adamw": lambda params, o: torch.optim.AdamW(params, lr=o.lr, weight_decay=o.weight_decay),
+}
+
+
 def build(model: nn.Module, optim: OptimSpec) -> torch.optim.Optimizer:
-    """SGD with momentum (the papers'), or AdamW (Loshchilov & Hutter 2019; the Transformers' usual)."""
-    params = groups(model, optim)
-    if optim.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=optim.lr, weight_decay=optim.weight_decay)
-    return torch.optim.SGD(params, lr=optim.lr, momentum=optim.momentum, nesterov=optim.nesterov,
-                           weight_decay=optim.weight_decay)
+    """The optimizer `optim.optimizer` names (OPTIMIZERS), over the groups of `optim.lr_groups`."""
+    return OPTIMIZERS[optim.optimizer](groups(model, optim), optim)
 
 
 def set_lrs(optimizer: torch.optim.Optimizer, lr: float) -> None:

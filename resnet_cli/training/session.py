@@ -94,6 +94,7 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
     changed one); the sweeps check their planned directories with `reusable` before they start any.
     The lock is held until the block ends.
     Under torchrun only rank 0 writes and speaks: other ranks get no `callbacks` and no `say`."""
+    testhook.phase("spec")
     d = distributed.from_env()
     if not d.is_main:
         callbacks, say = (), _silent

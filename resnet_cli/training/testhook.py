@@ -7,8 +7,15 @@ queue: a test sends a second one only after the first was handled).
 
 `RESNET_TEST_PAUSE=PHASE:PATH` pauses the same way at a named start-up phase (`phase`): start
 (signal handling installed, nothing imported yet), command (the arguments parsed, the
-command about to run), spec (the spec validated), data (the data
-loaded), rundir (the run directory made, the net not yet built).
+command about to run), spec (the spec validated, the run about to open), data (the data
+loaded), rundir (the run directory made, the net not yet built). One wait loop (`_hold`) serves
+both.
+
+The calls in production code, one per point a test holds a child at, and no more: `__main__`
+(start: before the commands are imported, where only the signal handlers can answer), cli.command
+(command: the command's own error handling in place), session.open_run (spec, data, rundir: the
+three stages of opening a run whose clean-up the tests check), the trainer's loop (a step: where
+SIGKILL and resume bitwise are tested).
 
 Why this stays in the package when every other test seam is a fixture: the tests that need it
 (SIGKILL then bitwise resume, SIGTERM/SIGINT saves, a signal during start-up, a sweep's workers
@@ -29,25 +36,27 @@ _AT, _, _MARKER = os.environ.get("RESNET_TEST_PAUSE", "").partition(":")
 PAUSE_AT: int | None = int(_AT) if _AT.isdigit() else None  # the step to hold at; None: never
 
 
-def pause(stop) -> None:
-    """Hold the loop (it has just finished step PAUSE_AT) until the test removes the marker."""
+def _hold(stop=None) -> None:
+    """The one wait: create the marker, then wait (up to a minute) until the test removes it. With
+    `stop`, a stop flag raised meanwhile is reported as PATH.signalled. Signal handlers still run
+    during the sleeps (PEP 475)."""
     marker = Path(_MARKER)
     signalled = marker.with_name(marker.name + ".signalled")
     marker.write_text(f"{os.getpid()}\n")
     deadline = time.monotonic() + 60
     while marker.exists() and time.monotonic() < deadline:
-        if stop.signum is not None and not signalled.exists():
+        if stop is not None and stop.signum is not None and not signalled.exists():
             signalled.write_text(f"{stop.signum}\n")
-        time.sleep(0.01)  # signal handlers still run (PEP 475)
+        time.sleep(0.01)
+
+
+def pause(stop) -> None:
+    """Hold the loop (it has just finished step PAUSE_AT) until the test removes the marker."""
+    _hold(stop)
 
 
 def phase(name: str) -> None:
     """Pause at start-up phase `name` (the module's note); signals land in the pause. Called a few
     times per process, never per step."""
-    if not _AT or _AT != name:
-        return
-    marker = Path(_MARKER)
-    marker.write_text(f"{os.getpid()}\n")
-    deadline = time.monotonic() + 60
-    while marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)  # signal handlers still run (PEP 475)
+    if _AT and _AT == name:
+        _hold()

@@ -69,6 +69,23 @@ def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtim
     return loss_sum / n, 100.0 * wrong / n
 
 
+def spec_callbacks(spec: Spec, run_dir: RunDir | None, is_main: bool) -> list[Callback]:
+    """The callbacks a spec asks for, each on rank 0 alone (after DDP's all-reduce every rank holds
+    the same gradients, and only rank 0 writes files)."""
+    if not is_main:
+        return []
+    out: list[Callback] = []
+    if spec.train.grad_norm_every:  # per-layer gradient norms into metrics.jsonl (He 2016b sec. 3)
+        out.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
+    if spec.train.tensorboard and run_dir is not None:
+        from .tensorboard_log import TensorBoardCallback  # torch.utils.tensorboard imports slowly
+
+        out.append(TensorBoardCallback(run_dir.file(TENSORBOARD)))
+    if "degrade" in spec.train.probes:  # He 2016a Fig. 6's curve (curve.py)
+        out.append(CurveProbe())
+    return out
+
+
 class Trainer:
     def __init__(self, spec: Spec, run_dir: RunDir | None = None, callbacks: Iterable[Callback] = (),
                  stop: StopFlag | None = None, data: data_mod.Data | None = None,
@@ -82,14 +99,7 @@ class Trainer:
         self.rt = rt or runtime_mod.select(spec.run, spec.train, self.dist.local_rank, torchrun=self.dist.active)
         # `auto` precision resolved once and kept in the spec the checkpoints carry.
         self.spec = spec = runtime_mod.pinned(spec, self.rt)
-        if spec.train.grad_norm_every and self.dist.is_main:
-            # Per-layer gradient norms into metrics.jsonl (He 2016b sec. 3). Rank 0 alone: after
-            # DDP's all-reduce every rank holds the same gradients, and only rank 0 writes files.
-            self.callbacks.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
-        if spec.train.tensorboard and self.dist.is_main and run_dir is not None:
-            from .tensorboard_log import TensorBoardCallback  # torch.utils.tensorboard imports slowly
-
-            self.callbacks.append(TensorBoardCallback(run_dir.file(TENSORBOARD)))
+        self.callbacks += spec_callbacks(spec, run_dir, self.dist.is_main)
         distributed.init(self.dist, self.rt.device)
         self.data = data if data is not None else data_mod.load(spec.data)
         torch.manual_seed(spec.run.seed)
@@ -127,8 +137,9 @@ class Trainer:
             self.precise_batches = precise_bn.train_batches(self.data, spec, self.rt.device, self.batches,
                                                             shard=self.dist.shard)
         self.total = schedule.total_iters(o, self.iters_per_epoch)
-        if "degrade" in spec.train.probes and self.dist.is_main:  # He 2016a Fig. 6's curve (curve.py)
-            self.callbacks.append(CurveProbe.for_total(self.total))
+        for cb in self.callbacks:
+            if isinstance(cb, CurveProbe) and cb.window is None:  # its window: a share of the run's length
+                cb.window = CurveProbe.window_for(self.total)
         self.p = Progress()
         self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
         self.status = "running"

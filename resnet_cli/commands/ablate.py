@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from .. import errors, figures, output, writable
 from ..cli import command
-from ..errors import PipeClosed, UserError
+from ..errors import UserError
 from ..sweep import budgets as budgets_mod
 from ..results import report
 from ..sweep import engine as sweep
@@ -80,12 +80,11 @@ def ablate(
 
         return launcher.run(plan, cluster, json_, final)
     if list_:
-        try:
-            for line in sweep.list_commands(plan, sets):
-                print(line, flush=True)
-        except BrokenPipeError:
-            raise PipeClosed() from None
-        return
+        replay = ["ablate", plan.source, "--preset", plan.preset, "--out", str(plan.results)]
+        if plan.budgets != [1]:
+            replay += ["--budgets", ",".join(str(b) for b in plan.budgets)]
+        replay += [word for item in sets for word in ("--set", item)]
+        return common.print_lines(sweep.list_commands(plan, replay))
     fmt = output.choose(json_)
     if only is not None:
         return _only(plan, only, fmt)

@@ -68,6 +68,17 @@ def flag_overrides(*, depth=None, preact=False, dataset=None, data_dir=None, epo
     return o
 
 
+def print_lines(lines: list[str]) -> None:
+    """Lines on stdout, each flushed (`--list` into a pipe); a reader that leaves stops us quietly."""
+    from ..errors import PipeClosed
+
+    try:
+        for line in lines:
+            print(line, flush=True)
+    except BrokenPipeError:
+        raise PipeClosed() from None
+
+
 def set_threads(threads: int | None, default: int = 0) -> None:
     """Analyses of trained runs have no spec of their own to carry run.threads: apply --threads (or
     the run's own setting) here, before any tensor work. 0 leaves torch's default."""

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from .. import errors, output
 from ..cli import command
-from ..errors import PipeClosed, UserError
+from ..errors import UserError
 from ..experiments import degrade as deg
 from ..results import evidence
 from ..experiments.degrade import DEFAULT_CONFIG, NETS
@@ -76,7 +76,8 @@ def degrade(
     if cluster.asked:
         return _on_cluster(plan, cluster, json_)
     if list_:
-        return _list(deg.list_commands(plan, _replay(spec_file, plan, epochs, iters, flags, set_ or [])))
+        replay = ["degrade", *_replay(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
+        return common.print_lines(sweep.list_commands(deg.study(plan), replay))
     if only is not None:
         return _only(plan, only, fmt)
     make_dir(plan.out)  # a file in the way or an unwritable place: one line before any run starts
@@ -128,14 +129,6 @@ def _replay(spec_file, plan, epochs, iters, flags: dict[str, Any], sets: list[st
     for item in sets:
         args += ["--set", item]
     return args
-
-
-def _list(lines: list[str]) -> None:
-    try:
-        for line in lines:
-            print(line, flush=True)
-    except BrokenPipeError:
-        raise PipeClosed() from None
 
 
 def _only(plan, key: str, fmt) -> None:

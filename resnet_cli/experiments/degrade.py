@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,14 +236,6 @@ def only(plan: Plan, key: str) -> tuple[dict[str, Any] | None, sweep.Outcome]:
     make_dir(plan.out)
     outcome = sweep.run_one(sp, run)
     return load_record(run.path, plan.out, legacy_probes(plan.out)), outcome
-
-
-def list_commands(plan: Plan, args: list[str], program: str = "resnet") -> list[str]:
-    """One shell line per run (`args`: the flags that made this plan), each safe to rerun: a
-    finished run is reused, an interrupted one resumes. `resnet degrade ARGS --out OUT` afterwards
-    (or `resnet report OUT`) gives the table."""
-    return [shlex.join([program, "degrade", *args, "--out", str(plan.out), "--only", run.key, "--json"])
-            for run in study(plan).runs]
 
 
 def write_result(grid: Grid) -> None:

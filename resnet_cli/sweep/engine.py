@@ -108,19 +108,12 @@ def run_one(plan: Plan, run: PlannedRun) -> Outcome:
 # Command lines (children and --list)
 
 
-def command_for(plan: Plan, run: PlannedRun, sets: list[str], program: list[str]) -> list[str]:
-    cmd = [*program, "ablate", plan.source, "--preset", plan.preset, "--out", str(plan.results),
-           "--only", run.key, "--json"]
-    if plan.budgets != [1]:
-        cmd += ["--budgets", ",".join(str(b) for b in plan.budgets)]
-    for item in sets:
-        cmd += ["--set", item]
-    return cmd
-
-
-def list_commands(plan: Plan, sets: list[str], program: str = "resnet") -> list[str]:
-    """One shell line per run, for job arrays or `parallel < runs.txt`; each line is safe to rerun."""
-    return [shlex.join(command_for(plan, run, sets, [program])) for run in plan.runs]
+def list_commands(plan: Plan, replay: list[str], program: str = "resnet") -> list[str]:
+    """One shell line per run, for job arrays or `parallel < runs.txt`; each line is safe to rerun (a
+    finished run is reused, an interrupted one resumes). `replay`: the command and flags that make
+    this plan (`ablate STUDY --preset P --out R ...`, `degrade ... --out OUT`), whichever command
+    planned it; each line adds `--only ROW:SEED --json`."""
+    return [shlex.join([program, *replay, "--only", run.key, "--json"]) for run in plan.runs]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 --list, --jobs, and a report rebuilt from run directories that matches the sweep's own table."""
 
 import json
+import re
 import shlex
 import shutil
 import signal
@@ -13,6 +14,7 @@ from resnet_cli import spec as spec_mod
 from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.sweep import plan as study_mod
+from resnet_cli.sweep import study_file
 from resnet_cli.sweep import engine as sweep
 
 # Two-iteration epochs: 128 training images at batch 64, a 4-layer digits net of width 4.
@@ -157,6 +159,32 @@ def test_grid_rows(in_tmp):
     assert [r.label for r in plan.rows] == ["unit=original, lr=0.1", "unit=original, lr=0.05",
                                             "unit=full_preact, lr=0.1", "unit=full_preact, lr=0.05"]
     assert plan.rows[3].spec.model.unit == "full_preact" and plan.rows[3].spec.optim.lr == 0.05
+
+
+def test_a_grid_axis_of_named_overrides_with_label_and_run_dir_templates(in_tmp):
+    text = TINY.split("rows:")[0] + (
+        "grid:\n  model.depth: [8, 14]\n  net: {plain: {model.shortcut.kind: none}, residual: {}}\n"
+        'label: "{net}-{depth}"\nrun_dir: "runs/{net}-{depth}-seed{seed}"\n')
+    plan = study_mod.plan(str(write(in_tmp / "g.yaml", text)), results=in_tmp / "out")
+    # By hand: depth varies slowest; the named values set the shortcut, {} keeps the base's.
+    assert [(r.label, r.spec.model.depth, r.spec.model.shortcut.kind) for r in plan.rows] == [
+        ("plain-8", 8, "none"), ("residual-8", 8, "identity"), ("plain-14", 14, "none"), ("residual-14", 14, "identity")]
+    assert plan.runs[0].path == in_tmp / "out" / "runs" / "plain-8-seed0"
+    assert plan.find("4:0").path == in_tmp / "out" / "runs" / "residual-14-seed0"
+    path, name, source = study_file.find(str(in_tmp / "g.yaml"))
+    picked = study_mod.resolve(study_file.load(path), path, name, source, axes={"model.depth": [20], "net": ["residual"]})
+    assert [r.label for r in picked.rows] == ["residual-20"]
+
+
+@pytest.mark.parametrize("tail, needle", [
+    ('label: "{net}-{width}"\n', "names '{width}'; valid: {depth}, {net}"),
+    ('run_dir: "runs/{net}-{depth}"\n', "needs {seed}"),
+    ('run_dir: "../{net}-{depth}-{seed}"\n', "inside the results directory"),
+])
+def test_a_grid_template_naming_no_axis_is_one_line(in_tmp, tail, needle):
+    text = TINY.split("rows:")[0] + "grid:\n  model.depth: [8]\n  net: {plain: {model.shortcut.kind: none}}\n" + tail
+    with pytest.raises(UserError, match=re.escape(needle)):
+        study_mod.plan(str(write(in_tmp / "g.yaml", text)))
 
 
 def test_preset_sits_under_rows_and_row_presets_on_top(in_tmp):

@@ -117,6 +117,27 @@ def test_twins_differ_only_in_shortcut_and_share_parameters():
         0.05, 0.9, 64, 6, 0.0, [], 0)
 
 
+def test_set_changes_the_shared_spec_so_only_the_shortcut_differs():
+    plan = D.make_plan(None, depths=[8], sets=["model.shortcut.kind=shortcut_gate", "optim.lr=0.02"])
+    plain, res = D.twin(plan, "plain", 8, 0), D.twin(plan, "residual", 8, 0)
+    assert (plain.model.shortcut.kind, res.model.shortcut.kind) == ("none", "shortcut_gate")
+    assert plain.optim.lr == res.optim.lr == 0.02
+    with pytest.raises(UserError, match="residual twin at depth 8 has shortcut 'none'"):
+        D.make_plan(None, depths=[8], sets=["model.shortcut.kind=none"])
+
+
+def test_a_spec_with_the_earlier_degrade_section_runs_as_the_same_grid(in_tmp):
+    (in_tmp / "old.yaml").write_text("model: {family: digits, shortcut: {kind: none}}\ndata: {dataset: digits}\n"
+                                     "degrade: {depths: [6, 10], seeds: 2, nets: [residual, plain]}\n")
+    plan = D.make_plan(str(in_tmp / "old.yaml"), out=in_tmp / "out")
+    assert (plan.depths, plan.seeds, plan.nets) == ([6, 10], [0, 1], ["residual", "plain"])
+    # A plain base gets identity for its residual twin; every run carries the probe.
+    assert D.twin(plan, "residual", 10, 1).model.shortcut.kind == "identity"
+    assert all(run.spec.train.probes == ["degrade"] for run in plan.study.runs)
+    assert [run.path.relative_to(in_tmp / "out").as_posix() for run in plan.study.runs[:3]] == [
+        "runs/residual-6-seed0", "runs/residual-6-seed1", "runs/plain-6-seed0"]
+
+
 def test_cifar_fig6_config_plans():
     plan = D.make_plan("degrade/cifar10-fig6")
     assert plan.depths == [20, 32, 44, 56]
@@ -134,7 +155,7 @@ def test_epochs_flag_keeps_the_seed_recipe_without_lr_steps(in_tmp):
 
 def test_first_layer_grad_norm_matches_a_hand_computed_step():
     """The probe's number is ||dE/dW|| of the stem conv for the trainer's first batch."""
-    plan = D.make_plan(None, overrides=[("optim.iters", 1), ("optim.epochs", None)])
+    plan = D.make_plan(None, depths=[6], overrides=[("optim.iters", 1), ("optim.epochs", None)])
     spec = D.twin(plan, "plain", 6, 4)
     data = data_mod.load(spec.data)
     trainer = Trainer(spec, data=data)

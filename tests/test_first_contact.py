@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from resnet_cli.cli import app
-from resnet_cli.sweep import plan as study_mod
+from resnet_cli.sweep import study_file
 from test_ablate import TINY  # a two-row study of 4-layer digits nets, two seeds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def invoke(*args, **env):
 
 
 def test_the_shipped_studies_are_ten_and_the_code_finds_each():
-    assert len(SHIPPED) == 10 and study_mod.shipped() == SHIPPED
+    assert len(SHIPPED) == 10 and study_file.shipped() == SHIPPED
 
 
 def test_ablate_help_lists_every_shipped_study():

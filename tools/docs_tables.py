@@ -323,9 +323,9 @@ def _degrade_json(out: str) -> dict[str, Any]:
 
 def _paper(study: str, label: str) -> float:
     """A row's paper figure, from the shipped study file that holds it."""
-    from resnet_cli.sweep import plan as study_mod
+    from resnet_cli.sweep import study_file
 
-    rows = study_mod.load(study_mod.find(study)[0]).rows or []
+    rows = study_file.load(study_file.find(study)[0]).rows or []
     return next(r.paper for r in rows if r.label == label)
 
 

@@ -19,6 +19,7 @@ from ..results import report
 from ..sweep import engine as sweep
 from ..plots import study_bars
 from ..sweep import plan as study_mod
+from ..sweep import study_file
 from ..results import study, table as study_table
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
@@ -32,7 +33,7 @@ Figure = Annotated[Optional[str], typer.Option("--figure", help="Bar chart PNG (
 @command()
 @launcher.options
 def ablate(
-    study: Annotated[str, typer.Argument(help=f"A shipped study ({', '.join(study_mod.shipped())}) "
+    study: Annotated[str, typer.Argument(help=f"A shipped study ({', '.join(study_file.shipped())}) "
                                               "or a study YAML file.")],
     preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
                                                          "(8x8 digits: seconds to a few minutes a run, 2-30 min a "

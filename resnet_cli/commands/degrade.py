@@ -15,7 +15,6 @@ from ..experiments import degrade as deg
 from ..results import evidence
 from ..experiments.degrade import DEFAULT_CONFIG, NETS
 from ..experiments.degrade_runs import load_record
-from ..spec import load_tree
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from ..spec.seeds import text as seeds_text
@@ -32,7 +31,7 @@ _RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc
 @launcher.options
 def degrade(
     spec_file: Annotated[str | None, typer.Argument(
-        metavar="SPEC", help="A degrade config (spec + `degrade:` section) or any spec file / bundled config as the base. "
+        metavar="SPEC", help="A degrade study (a grid of depths x plain/residual) or any spec file / bundled config as the base. "
              "Default: degrade/digits-8-26, the digits experiment of the encyclopedia-style \"Residual Connection\" "
              "article on residual connections (docs/reference.md): 8 and 26 layers, 10 seeds, 6 epochs.")] = None,
     depths: Annotated[list[str] | None, typer.Option(
@@ -237,7 +236,7 @@ def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | No
         raise UserError("--epochs and --iters are exclusive: give one length")
     if epochs is None and iters is None:
         return []
-    base = load_tree(spec_file or DEFAULT_CONFIG).get("optim") or {}
+    base = deg.base_of(spec_file or DEFAULT_CONFIG).get("optim") or {}
     milestones = [] if base.get("milestones") == [] else None
     if epochs is not None:
         return [("optim.epochs", epochs), ("optim.iters", None), ("optim.milestones", milestones)]

@@ -7,16 +7,19 @@ accuracy (averaged over that epoch, as the article reports them), the last epoch
 first conv's gradient norm at step 1, and a training-error curve; per (net, depth) the median and
 min-max over seeds with n. Nothing is selected on the test set.
 
-The grid is a study (study.py): one row per (depth, net), one run directory per seed,
-OUT/runs/<net>-<depth>-seed<seed>, run by the sweep engine of `resnet ablate` (sweep.py: in this
-process or on `--jobs` workers; finished runs reused, a run cut off resumed from its checkpoint, a
-directory holding another spec refused). Each run's spec asks for the `degrade` probe
+The grid is a study (sweep/study_file.py): configs/degrade/*.yaml cross `model.depth` with the
+two twins (a named axis `net`: plain sets no shortcut, residual keeps the spec's), one row per
+(depth, net), one run directory per seed, OUT/runs/<net>-<depth>-seed<seed>, run by the sweep
+engine of `resnet ablate` (sweep/engine.py: in this process or on `--jobs` workers; finished runs
+reused, a run cut off resumed from its checkpoint, a directory holding another spec refused). Any
+spec file serves as the base of the same grid. Each run's spec asks for the `degrade` probe
 (train.probes), which writes the step-1 gradient norm and the curve into the run directory; the
 summary, figure and findings here are a view of those directories (degrade_runs.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import time
@@ -36,11 +39,18 @@ from ..runs.writer import git_commit, make_dir, versions
 from ..spec.messages import one_line
 from ..sweep import engine as sweep
 from ..sweep import plan as study_mod
-from .degrade_runs import RUN_DIRS, load_record, run_name
+from ..sweep import study_file
+from .degrade_runs import RUN_DIRS, load_record
 from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
 
 RESULT_FILE, FIGURE_FILE = "degrade.json", "degrade.png"
 DEFAULT_CONFIG = "degrade/digits-8-26"
+# A degrade study's grid (configs/degrade/*.yaml): the depth, then the twin, so rows read
+# plain-8, residual-8, plain-26, ...; its runs keep the names earlier versions gave them, so an
+# output directory of theirs is reused.
+AXES = ("model.depth", "net")
+LABEL = "{net}-{depth}"
+RUN_DIR = f"{RUN_DIRS}/{{net}}-{{depth}}-seed{{seed}}"
 
 class Section(BaseModel):
     """The `degrade:` section of a degrade config; everything else in the file is a spec."""
@@ -54,15 +64,16 @@ class Section(BaseModel):
 
 @dataclass
 class Plan:
-    """What to train: the base spec tree (without the `degrade:` section), depths, seeds, nets, and
-    the output directory."""
+    """What to train: the twins' shared spec tree, the depths, seeds and nets chosen, and the
+    output directory; `study` is the grid as the sweep engine runs it."""
 
     base: dict
     depths: list[int]
     seeds: list[int]
     nets: list[str]
     source: str
-    out: Path = Path("runs/degrade")
+    out: Path
+    study: study_mod.Plan
 
 
 def _section(raw: Any, source: str) -> Section:
@@ -91,62 +102,86 @@ def parse_depths(items: list[str]) -> list[int]:
     return out
 
 
+def _is_study(tree: dict) -> bool:
+    return "grid" in tree or "rows" in tree  # no spec has either key
+
+
+def _as_study(tree: dict, source: str) -> study_file.StudyFile:
+    """A spec file as a degrade study: its `degrade:` section (if any) gives the axes and seeds;
+    the plain twin has no shortcut, the residual one the base's (so a user can set plain against,
+    say, a gated net), identity where the base has none. Every run carries the degrade probe
+    (train.probes), which measures and changes nothing the run computes."""
+    tree = dict(tree)
+    section = _section(tree.pop("degrade", None), source)
+    kind = ((tree.get("model") or {}).get("shortcut") or {}).get("kind", "identity")
+    probes = (tree.get("train") or {}).get("probes") or []
+    tree = spec_mod.tree_of(tree, [("train.probes", [*probes, *(["degrade"] if "degrade" not in probes else [])])])
+    residual = {"model.shortcut.kind": "identity"} if kind == "none" else {}
+    seeds = list(range(section.seeds)) if isinstance(section.seeds, int) else list(section.seeds)
+    nets = {"plain": {"model.shortcut.kind": "none"}, "residual": residual}
+    return study_file.StudyFile(spec=tree, seeds=seeds, label=LABEL, run_dir=RUN_DIR,
+                               grid={"model.depth": list(section.depths), "net": {n: nets[n] for n in section.nets}})
+
+
+def _read(name: str) -> tuple[Path | None, study_file.StudyFile]:
+    """A degrade study file, or any spec file as one (`_as_study`)."""
+    tree = spec_mod.load_tree(name)
+    if not _is_study(tree):
+        return None, _as_study(tree, name)
+    path = spec_mod.find_spec_file(name)
+    return path, study_file.load(path)
+
+
+def base_of(name: str) -> dict:
+    """The spec tree the twins share, for a degrade study or any spec file."""
+    path, study = _read(name)
+    return study_mod.base_tree(study, path or Path(name), name)
+
+
 def make_plan(spec_file: str | None, *, depths: list[int] | None = None, seeds: list[int] | None = None,
               nets: list[str] | None = None, overrides: list[tuple[str, Any]] = (), sets: list[str] = (),
               out: str | Path | None = None) -> Plan:
-    """Base spec from a degrade config or any spec file (default: the digits experiment), then flags."""
+    """The grid of a degrade study (default: the digits experiment) or of any spec file as the base,
+    with the flags: --depths and --nets pick the axes' values; --seeds the seeds; the length, data
+    and --set flags change the shared spec, so both twins take them and only the shortcut differs.
+    Every row's spec is validated here, before anything trains."""
     name = spec_file or DEFAULT_CONFIG
-    tree = spec_mod.tree_of(name, overrides, sets)
-    section = _section(tree.pop("degrade", None), name)
-    seed_list = seeds if seeds is not None else (
-        list(range(section.seeds)) if isinstance(section.seeds, int) else list(section.seeds))
-    plan = Plan(base=tree, depths=list(dict.fromkeys(depths or section.depths)), seeds=seed_list,
-                nets=list(nets or section.nets), source=name,
-                out=Path(out) if out else Path("runs") / f"degrade-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    for depth in plan.depths:  # fail before training anything, with the spec's own one-line errors
-        for net in plan.nets:
-            twin(plan, net, depth, plan.seeds[0])
-    return plan
+    path, study = _read(name)
+    if list(study.grid or {}) != list(AXES) or not isinstance(study.grid["net"], dict):
+        raise UserError(f"{name}: a degrade study's grid has the axes {' and '.join(AXES)} (in that order; "
+                        f"net names its twins: {', '.join(NETS)})")
+    base = spec_mod.tree_of(study_mod.base_tree(study, path or Path(name), name), overrides, sets)
+    study = study.model_copy(update={"base": None, "spec": base})
+    axes: dict[str, list[Any]] = {}
+    if depths:
+        axes["model.depth"] = list(dict.fromkeys(depths))
+    if nets:
+        axes["net"] = list(nets)
+    results = Path(out) if out else Path("runs") / f"degrade-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    sp = study_mod.resolve(study, path or Path(name), "degrade", name, results=results, seeds=seeds, axes=axes,
+                           shown=name)
+    for row in sp.rows:
+        cells = dict(row.cells)
+        if (cells["net"] == "plain") != (row.spec.model.shortcut.kind == "none"):
+            raise UserError(f"{name}: the {cells['net']} twin at depth {cells['depth']} has shortcut "
+                            f"'{row.spec.model.shortcut.kind}'; plain is shortcut none, residual any other")
+    sp = dataclasses.replace(sp, title=f"degradation: plain vs residual ({name})", preset=name, preset_about="")
+    return Plan(base=base, depths=list(dict.fromkeys(dict(r.cells)["depth"] for r in sp.rows)), seeds=sp.seeds,
+                nets=list(dict.fromkeys(dict(r.cells)["net"] for r in sp.rows)), source=name, out=results, study=sp)
 
 
 def twin(plan: Plan, net: str, depth: int, seed: int):
-    """The spec of one run. plain: shortcut.kind none. residual: the base's shortcut if it has one
-    (so a user can set plain against, say, a gated net), else identity. All else is shared. Every
-    run carries the degrade probe (train.probes), which measures and changes nothing the run computes."""
-    base = plan.base
-    kind = (base.get("model") or {}).get("shortcut", {}).get("kind", "identity")
-    if net == "plain":
-        kind = "none"
-    elif kind == "none":
-        kind = "identity"
-    probes = (base.get("train") or {}).get("probes") or []
-    return spec_mod.load(base, [("model.depth", depth), ("run.seed", seed), ("model.shortcut.kind", kind),
-                                ("train.probes", [*probes, *(["degrade"] if "degrade" not in probes else [])])],
-                         name=f"{plan.source} ({net}, depth {depth})")
-
-
-# ---------------------------------------------------------------------------------------------
-# The grid, as a study the sweep engine runs
+    """The spec of one twin at one seed (its run.out left as the row's)."""
+    for row in plan.study.rows:
+        if dict(row.cells) == {"depth": depth, "net": net}:
+            return row.spec.model_copy(update={"run": row.spec.run.model_copy(update={"seed": seed})})
+    raise KeyError((net, depth))
 
 
 def study(plan: Plan) -> study_mod.Plan:
     """One study row per (depth, net), labelled `<net>-<depth>`; one run per seed in
     OUT/runs/<net>-<depth>-seed<seed> (the names earlier versions used, so their runs are reused)."""
-    rows: list[study_mod.PlannedRow] = []
-    runs: list[study_mod.PlannedRun] = []
-    for depth in plan.depths:
-        for net in plan.nets:
-            row = study_mod.PlannedRow(index=len(rows) + 1, label=f"{net}-{depth}", paper=None,
-                                       spec=twin(plan, net, depth, plan.seeds[0]))
-            rows.append(row)
-            for seed in plan.seeds:
-                spec = twin(plan, net, depth, seed)
-                path = plan.out / RUN_DIRS / run_name(net, depth, seed)
-                spec = spec.model_copy(update={"run": spec.run.model_copy(update={"out": str(path)})})
-                runs.append(study_mod.PlannedRun(row=row, seed=seed, path=path, spec=spec))
-    return study_mod.Plan(name="degrade", title=f"degradation: plain vs residual ({plan.source})",
-                          preset=plan.source, preset_about="", paper_metric=None, fail_above=None,
-                          source=plan.source, results=plan.out, seeds=list(plan.seeds), rows=rows, runs=runs)
+    return plan.study
 
 
 @dataclass

@@ -190,10 +190,11 @@ def missing(records: list[SeedResult]) -> list[SeedResult]:
     The plan is the study's preset with its own seeds; a directory whose rows that plan does not
     have (a study of another version, or a file not shipped) gets nothing added: no guessing."""
     from ..sweep import plan as study_mod
+    from ..sweep import study_file
 
     out: list[SeedResult] = []
     for name, preset in sorted({(r.study, r.preset) for r in records if r.study != "runs" and r.budget == 1}):
-        if name not in study_mod.shipped():
+        if name not in study_file.shipped():
             continue
         try:
             plan = study_mod.plan(name, preset)

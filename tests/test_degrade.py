@@ -16,7 +16,7 @@ from resnet_cli.errors import UserError
 from resnet_cli.experiments import degrade as D
 from resnet_cli.model import build_model, count_params
 from resnet_cli.training.curve import CurveProbe
-from resnet_cli.training.trainer import Trainer
+from resnet_cli.training.trainer import Trainer, spec_callbacks
 
 RUN_KEYS = {"net", "depth", "seed", "train_loss", "train_acc", "test_acc", "grad_norm_first_layer"}
 LENGTH = ["--epochs", "1", "--set", "data.train_subset=256"]
@@ -158,7 +158,7 @@ def test_first_layer_grad_norm_matches_a_hand_computed_step():
     plan = D.make_plan(None, depths=[6], overrides=[("optim.iters", 1), ("optim.epochs", None)])
     spec = D.twin(plan, "plain", 6, 4)
     data = data_mod.load(spec.data)
-    trainer = Trainer(spec, data=data)
+    trainer = Trainer(spec, data=data, callbacks=spec_callbacks(spec, None, True))
     trainer.run()
     (probe,) = [cb for cb in trainer.callbacks if isinstance(cb, CurveProbe)]  # the spec asks for it
     torch.manual_seed(spec.run.seed)

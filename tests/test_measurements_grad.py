@@ -135,12 +135,12 @@ def trained_three_steps(tmp_path_factory):
     """Three trainer steps with train.grad_norm_every 1 into a run directory, and the same three
     steps by hand: fresh net, the captured batches, F.cross_entropy, torch.optim.SGD."""
     from resnet_cli.runs.writer import RunDir
-    from resnet_cli.training.trainer import Trainer
+    from resnet_cli.training.trainer import Trainer, spec_callbacks
 
     spec = spec_of(OPTIM, {"grad_norm_every": 1})
     out = tmp_path_factory.mktemp("three")
     cap = CaptureBatches()
-    trainer = Trainer(spec, run_dir=RunDir(out), callbacks=[cap])
+    trainer = Trainer(spec, run_dir=RunDir(out), callbacks=[cap, *spec_callbacks(spec, RunDir(out), True)])
     trainer.run()
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 

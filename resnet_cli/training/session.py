@@ -32,7 +32,7 @@ from ..runs.files import CHECKPOINT, SPEC
 from ..runs.reader import spec_as_written
 from ..runs.writer import RunDir, default_path
 from .signals import StopFlag
-from .trainer import Trainer
+from .trainer import Trainer, spec_callbacks
 
 # never: a fresh run, refused where a run already is. must: continue from the checkpoint there.
 # auto: continue if there is a checkpoint, else start (over) in place, as the sweeps and
@@ -132,7 +132,8 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
                 run_dir.clear_records()
             run_dir.create(spec, runtime={})
         testhook.phase("rundir")
-        trainer = Trainer(spec, run_dir, callbacks=callbacks, stop=stop.install(), data=data, rt=rt)
+        trainer = Trainer(spec, run_dir, callbacks=[*callbacks, *spec_callbacks(spec, run_dir, d.is_main)],
+                          stop=stop.install(), data=data, rt=rt)
         session = Session(trainer.spec, run_dir, trainer, fresh, say=say)
         if state is not None:
             _resume(session, state, force_resume, d.is_main)

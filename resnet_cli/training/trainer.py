@@ -91,6 +91,7 @@ class Trainer:
                  stop: StopFlag | None = None, data: data_mod.Data | None = None,
                  rt: runtime_mod.Runtime | None = None):
         self.run_dir = run_dir
+        # Exactly the callbacks it is handed: a session adds the ones its spec asks for (spec_callbacks).
         self.callbacks = list(callbacks)
         self.stop = stop or StopFlag()
         self.dist = distributed.from_env()
@@ -99,7 +100,6 @@ class Trainer:
         self.rt = rt or runtime_mod.select(spec.run, spec.train, self.dist.local_rank, torchrun=self.dist.active)
         # `auto` precision resolved once and kept in the spec the checkpoints carry.
         self.spec = spec = runtime_mod.pinned(spec, self.rt)
-        self.callbacks += spec_callbacks(spec, run_dir, self.dist.is_main)
         distributed.init(self.dist, self.rt.device)
         self.data = data if data is not None else data_mod.load(spec.data)
         torch.manual_seed(spec.run.seed)

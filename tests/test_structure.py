@@ -122,7 +122,7 @@ def test_graph_sees_the_real_imports():
     # A hand-picked edge of each kind, so a checker that parses nothing cannot pass the test above.
     graph = import_graph(PACKAGE)
     assert "resnet_cli.training.checkpoint" in graph["resnet_cli.training.trainer"]  # `from . import checkpoint as ckpt`
-    assert "resnet_cli.training.session" in graph["resnet_cli.sweep.engine"]  # function-level `from ..training.session import`
+    assert "resnet_cli.training.session" in graph["resnet_cli.sweep.one_run"]  # function-level `from ..training.session import`
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from rich.markup import escape
 from .. import errors, output
 from ..errors import UserError
 from ..results import report
+from ..sweep import engine as sweep
 from ..sweep import slurm
-from ..runs.reader import RunRecord
 
 
 class Launcher(str, enum.Enum):
@@ -130,44 +130,32 @@ def run(plan, request: Request, json_: bool, final: Callable[[Any, dict[str, str
             print(slurm.script(plan, s, max(1, len(todo.todo))), end="", flush=True)
         console.print(f"{len(todo.todo)} run(s) to submit, {len(todo.finished)} finished, {len(todo.running)} running")
         return
-    sub = None
-    if todo.todo:
-        sub = slurm.submit(plan, s, todo.todo)
-        console.print(escape(f"{plan.title}: submitted job array {sub.job_id} of {len(todo.todo)} run(s) "
-                             f"({len(todo.finished)} finished, {len(todo.running)} running, not submitted); "
+    done = [0]
+
+    def submitted(sub, running) -> None:
+        console.print(escape(f"{plan.title}: submitted job array {sub.job_id} of {len(sub.runs)} run(s) "
+                             f"({len(todo.finished)} finished, {len(running)} running, not submitted); "
                              f"logs in {sub.folder.parent}; watch: resnet report {plan.results}"))
         if json_ and not wait:
-            output.emit({"event": "submitted", "job_id": sub.job_id, "runs": [r.key for r in todo.todo],
+            output.emit({"event": "submitted", "job_id": sub.job_id, "runs": [r.key for r in sub.runs],
                          "logs": str(sub.folder.parent), "results": str(plan.results)})
-    else:
-        console.print(f"nothing to submit: {len(todo.finished)} run(s) finished, {len(todo.running)} running")
+
+    def progress(run, outcome) -> None:
+        if outcome is not None and run.key not in todo.refused:  # a task left the queue
+            done[0] += 1
+            rec = report.seed_result(run.path)
+            console.print(escape(f"[{done[0]}/{len(array.submitted.runs)}] {run.path.name}: "
+                                 f"{rec.status if rec else 'no run'}"))
+
+    array = slurm.Slurm(s, wait, on_submit=submitted)
+    result = sweep.execute(plan, notify=progress, launcher=array)
+    if array.submitted is None:
+        console.print(f"nothing to submit: {len(todo.finished)} run(s) finished, {len(array.running)} running")
     if not wait:
         if todo.refused:
             raise typer.Exit(errors.USAGE)
         return
-    if sub is not None:
-        done = [0]
-
-        def on_done(run) -> None:
-            done[0] += 1
-            rec = report.seed_result(run.path)
-            console.print(escape(f"[{done[0]}/{len(sub.runs)}] {run.path.name}: {rec.status if rec else 'no run'}"))
-
-        slurm.wait(sub, on_done=on_done)
-    final(sub, {**todo.refused, **_failed(plan, sub)})
-
-
-def _failed(plan, sub) -> dict[str, str]:
-    """Runs of the array that did not finish, with their task's log."""
-    out = {}
-    for index, run in enumerate(sub.runs if sub else []):
-        rec = RunRecord.read(run.path)
-        if rec.finished:
-            continue
-        state = rec.task or {}
-        if state.get("job") not in (sub.job_id, f"{sub.job_id}_{index}"):
-            state = {"state": "not started"}  # what slurm.json says is an earlier task's
-        log = state.get("log") or str(sub.logs[index])
-        out[run.key] = f"task {state.get('job', f'{sub.job_id}_{index}')} {state.get('state', 'failed')}" + \
-            (f": {state['message']}" if state.get("message") else "") + f"; log: {log}"
-    return out
+    if result.signum is not None:  # Ctrl-C while waiting: the array is SLURM's, it goes on
+        console.print(f"stopped waiting; the array goes on: resnet report {plan.results}")
+        raise typer.Exit(errors.INTERRUPTED_INT)
+    final(array.submitted, {key: o.message for key, o in result.outcomes.items() if o.status == "error"})

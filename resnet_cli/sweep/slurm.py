@@ -1,6 +1,6 @@
 """`--launcher slurm`: a sweep's pending runs as one SLURM job array, submitted through submitit.
 
-Each array task runs one run directory through the same lifecycle as a local run (sweep.run_one:
+Each array task runs one run directory through the same lifecycle as a local run (one_run.run_one:
 reuse check, lock, resume), so submitting a partly done study again submits only what is missing:
 finished runs are skipped, runs whose lock is held (running now) are left alone, and the rest
 resume from their checkpoints.
@@ -41,7 +41,8 @@ from ..runs.writer import RunDir
 from ..spec import yamlio
 from ..spec.messages import one_line
 from ..training.signals import StopFlag
-from . import engine as sweep
+from . import one_run
+from .one_run import Notify, Outcome
 from .plan import Plan, PlannedRun
 
 
@@ -156,11 +157,11 @@ class Pending:
 
 
 def pending(plan: Plan) -> Pending:
-    """The runs sweep.execute would run, less those running now."""
+    """The runs the engine would launch, less those running now (what --dry-run submits)."""
     out = Pending()
     for run in plan.runs:
         try:
-            sweep.check_reusable(run)
+            one_run.check_reusable(run)
         except UserError as exc:
             out.refused[run.key] = exc.message
             continue
@@ -183,7 +184,7 @@ def _checkpointable():
 
 
 class RunTask:
-    """The callable each array task runs: one planned run, through sweep.run_one. Built as a
+    """The callable each array task runs: one planned run, through one_run.run_one. Built as a
     submitit Checkpointable by `task()`, so submitit requeues it after a time-limit signal."""
 
     def __init__(self, plan: Plan, sets_threads: bool = True):
@@ -216,7 +217,7 @@ class RunTask:
         try:
             with StopFlag():
                 signal.signal(signal.SIGUSR2, on_usr2)
-                outcome = sweep.run_one(self.plan, run)
+                outcome = one_run.run_one(self.plan, run)
         except BaseException as exc:
             _write_state(run.path, state="failed", message=f"{type(exc).__name__}: {exc}".replace("\n", " "))
             raise
@@ -272,7 +273,7 @@ def submit(plan: Plan, s: SlurmSettings, runs: list[PlannedRun]) -> Submitted:
     if not runs:
         raise UserError("nothing to submit")
     for run in runs:
-        sweep.write_study_json(plan, run)
+        one_run.write_study_json(plan, run)
     try:
         executor = submitit.SlurmExecutor(folder=log_folder(plan), max_num_timeout=s.requeues)
     except RuntimeError as exc:  # no srun here
@@ -296,12 +297,59 @@ def queued(job_id: str) -> set[int]:
     return {int(i.partition("_")[2] or 0) for i in r.stdout.split() if i.partition("_")[2].isdigit() or i == job_id}
 
 
-def wait(sub: Submitted, poll_s: float = 5.0, on_done: Callable[[PlannedRun], None] = lambda run: None) -> None:
-    """Until no task of the array is queued; `on_done(run)` as each leaves the queue."""
+def wait(sub: Submitted, poll_s: float = 5.0, on_done: Callable[[int, PlannedRun], None] = lambda i, run: None,
+         stop: Callable[[], bool] = lambda: False) -> None:
+    """Until no task of the array is queued (or `stop()`: the tasks go on without us); `on_done(index,
+    run)` as each leaves the queue."""
     left = set(range(len(sub.runs)))
-    while left:
+    while left and not stop():
         time.sleep(poll_s)
         now = queued(sub.job_id)
         for index in sorted(left - now):
-            on_done(sub.runs[index])
+            on_done(index, sub.runs[index])
         left &= now
+
+
+def task_outcome(sub: Submitted, index: int) -> Outcome:
+    """What became of a task that left the queue: its run's status if it finished, else how its
+    task ended (slurm.json) and its log."""
+    run = sub.runs[index]
+    rec = RunRecord.read(run.path)
+    if rec.finished:
+        return Outcome(rec.status)
+    state = rec.task or {}
+    if state.get("job") not in (sub.job_id, f"{sub.job_id}_{index}"):
+        state = {"state": "not started"}  # what slurm.json says is an earlier task's
+    log = state.get("log") or str(sub.logs[index])
+    message = (f"task {state.get('job', f'{sub.job_id}_{index}')} {state.get('state', 'failed')}"
+               + (f": {state['message']}" if state.get("message") else "") + f"; log: {log}")
+    return Outcome("error", message, code=errors.FAILED)
+
+
+class Slurm:
+    """The sweep's launcher for `--launcher slurm` (launchers.py): the runs left, less those a
+    process is training now, go as one job array; with `wait`, each run's outcome as its task leaves
+    the queue. `on_submit(submitted, running)` hears of the array before the wait begins."""
+
+    def __init__(self, settings: SlurmSettings, wait: bool,
+                 on_submit: Callable[[Submitted, list[PlannedRun]], None] = lambda sub, running: None):
+        self.settings, self.wait, self.on_submit = settings, wait, on_submit
+        self.submitted: Submitted | None = None
+        self.running: list[PlannedRun] = []
+
+    def launch(self, plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify,
+               sig: StopFlag) -> None:
+        self.running = [run for run in todo if RunRecord.read(run.path).locked]
+        todo = [run for run in todo if run not in self.running]
+        if not todo:
+            return
+        self.submitted = sub = submit(plan, self.settings, todo)
+        self.on_submit(sub, self.running)
+        if not self.wait:
+            return
+
+        def done(index: int, run: PlannedRun) -> None:
+            outcomes[run.key] = task_outcome(sub, index)
+            notify(run, outcomes[run.key])
+
+        wait(sub, on_done=done, stop=lambda: sig.signum is not None)

@@ -1,0 +1,171 @@
+"""Where a sweep's runs execute: one interface, three places.
+
+A Launcher takes the runs the engine found left to train (checked reusable, not finished) and
+launches them: `notify(run, None)` as a run starts, `outcomes[run.key]` and `notify(run, outcome)`
+as it ends; a signal (Ctrl-C, SIGTERM) sets `sig.signum` and the launcher stops starting runs.
+
+- InProcess: one run after another in this process (`--jobs 1`).
+- Workers: long-lived worker processes (workers.py) that import torch once and take runs from a
+  queue, longest first, each with its share of the CPU threads or one GPU; each run keeps its own
+  log (RUN/ablate.log), a run that raises fails alone, a worker that dies is replaced.
+- slurm.Slurm: the runs as one SLURM job array (`--launcher slurm`), waited for with `--wait`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Protocol
+
+from .. import errors
+from ..errors import UserError
+from ..runs.files import LOG
+from ..training.signals import StopFlag
+from . import one_run
+from .one_run import Notify, Outcome, SweepStopped
+from .plan import Plan, PlannedRun
+
+
+class Launcher(Protocol):
+    def launch(self, plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify,
+               sig: StopFlag) -> None: ...
+
+
+def cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def auto_jobs(todo: int) -> int:
+    """One run per GPU where there are GPUs; otherwise one single-threaded run per CPU core (for the
+    small nets of a quick study that is faster than one run using every core)."""
+    slots = gpu_count() or cpu_cores()
+    return max(1, min(slots, todo))
+
+
+
+def local(jobs: int | None, todo: int) -> Launcher:
+    """In this process for one job, else that many workers (None: auto_jobs)."""
+    jobs = jobs or auto_jobs(todo)
+    return InProcess() if jobs == 1 else Workers(jobs)
+
+
+class InProcess:
+    """One run after another in this process (`--jobs 1`)."""
+
+    def launch(self, plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify,
+               sig: StopFlag) -> None:
+        for run in todo:
+            if sig.signum is not None:
+                break
+            notify(run, None)
+            try:
+                outcome = one_run.run_one(plan, run)
+            except UserError as exc:
+                outcome = Outcome("error", exc.message, code=exc.code)
+            outcomes[run.key] = outcome
+            notify(run, outcome)
+            if outcome.status == "error":
+                # A run that cannot start (data missing, no such device) says the same for the rest.
+                raise SweepStopped(run, outcome.message)
+            if outcome.status == "interrupted":  # the trainer caught the signal, saved and returned
+                sig.signum = sig.signum or signal.SIGINT
+                break
+
+
+class Workers:
+    """`jobs` worker processes (workers.py), the longest runs first."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+
+    def launch(self, plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify,
+               sig: StopFlag) -> None:
+        from . import workers
+
+        # Longest first (LPT): a 1202-layer run started last would leave the other workers idle.
+        todo = sorted(todo, key=lambda run: -_cost(run))
+        shares = workers.shares(self.jobs, cpu_cores(), gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+        stopped: list[SweepStopped] = []
+
+        def done(run: PlannedRun, result: workers.Done) -> bool:
+            if not result.started:
+                return False  # stopped before it began: nothing to report, rerun to start it
+            if result.error is None:
+                outcome = result.result
+            elif result.died and sig.signum is not None:
+                outcome = Outcome("interrupted")  # ended by the stop (a second Ctrl-C): resumes from its checkpoint
+            else:
+                outcome = Outcome("error", f"{result.error}; log: {run.path / LOG}", code=errors.FAILED)
+            outcomes[run.key] = outcome
+            notify(run, outcome)
+            if outcome.status == "error" and outcome.code == errors.USAGE and not stopped:
+                stopped.append(SweepStopped(run, outcome.message))
+                return True  # the same input error would stop every other run too
+            return False
+
+        workers.run_queue([(plan, run) for run in todo], _run_logged, shares, sig,
+                          on_start=lambda item: notify(item[1], None),
+                          on_done=lambda item, result: done(item[1], result))
+        if stopped:
+            raise stopped[0]
+
+
+def _cost(run: PlannedRun) -> float:
+    """Relative cost of a run: layers x length. On small inputs the time per layer is mostly fixed
+    overhead, so depth predicts it better than FLOPs."""
+    o = run.spec.optim
+    return run.spec.model.depth * (o.iters if o.iters is not None else o.epochs * 100)
+
+
+def _run_logged(item: tuple[Plan, PlannedRun]) -> Outcome:
+    """One run inside a worker process, its output (warnings, errors, a traceback) in its own log."""
+    plan, run = item
+    log = run.path / LOG
+    run.path.mkdir(parents=True, exist_ok=True)
+    tick = time.perf_counter()
+    with _output_to(log):
+        print(f"resnet ablate: run {run.key} in worker process {os.getpid()}", file=sys.stderr, flush=True)
+        try:
+            return one_run.run_one(plan, run)
+        except UserError as exc:
+            print(f"resnet: error: {exc.message}", file=sys.stderr, flush=True)
+            return Outcome("error", f"{exc.message} (log: {log})", time.perf_counter() - tick, exc.code)
+        except Exception as exc:  # a bug: the traceback goes to the run's log, the worker goes on
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+            return Outcome("error", f"{type(exc).__name__}: {exc} (traceback in {log})".replace("\n", " "),
+                           time.perf_counter() - tick, errors.FAILED)
+
+
+@contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr (the file descriptors, so C extensions' output too) at
+    a file for the duration."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "a", encoding="utf-8") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)

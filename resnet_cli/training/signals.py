@@ -107,6 +107,11 @@ class StopFlag:
     def restore(self) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
+            # What this flag caught, the flag it hands back to learns: a sweep around a run stopped
+            # by SIGTERM exits 143, not 130 (install's `pending` is the same hand-over the other way).
+            owner = getattr(old, "__self__", None)
+            if isinstance(owner, StopFlag) and owner.signum is None:
+                owner.signum = self.signum
         self._old.clear()
 
     def __enter__(self) -> StopFlag:

@@ -3,6 +3,7 @@ against scipy called directly on the same numbers, hand counts and an exact perm
 
 import itertools
 import json
+import statistics
 
 import numpy as np
 import pytest
@@ -240,6 +241,20 @@ def test_seeds_needed_among_many_pairs_asks_for_holms_first_step():
     worse = {s: v + 1 + s / 10 for s, v in six.items()}
     assert evidence.paired(six, worse)["can_resolve"] is True
     assert evidence.paired(six, worse, family=11)["can_resolve"] is False  # 2/64 > 0.05/11
+
+
+def test_seeds_needed_at_a_strict_holm_level_stays_within_its_own_range():
+    """Effect 1.864 at 0.05/55 (the depth study's pair ResNet-1001 pre-act against ResNet-164 pre-act):
+    Guenther's approximation ((z_.99955 + z_.80) / d)^2 + z_.99955^2 / 2 = 4.98 + 5.50 = 10.5, so 11
+    or 12 pairs; scipy's NaN in the far tail had made it 15. And a smaller sd never needs more seeds:
+    the range brackets the estimate."""
+    from resnet_cli.results.evidence import _t_test_n
+
+    assert _t_test_n(4.0625, 2.1796, 0.05 / 55) in (11, 12)
+    z = [-1.5, -1.0, -0.5, -0.2, 0.2, 0.5, 1.0, 1.5]
+    diffs = [-4.0625 + 2.8558 * v / statistics.stdev(z) for v in z]
+    need = evidence.seeds_needed(diffs, family=55)
+    assert need["range"][0] <= need["estimate"] <= need["range"][1], need
 
 
 def _null_family_false_positive(n, pairs=10, trials=200, rng=None, rule=None):

@@ -153,7 +153,11 @@ def _t_test_n(gap: float, sd: float, alpha: float = ALPHA) -> int:
     def power(n: int) -> float:
         t_crit = stats.t.ppf(1 - alpha / 2, n - 1)
         nc = effect * math.sqrt(n)
-        return stats.nct.sf(t_crit, n - 1, nc) + stats.nct.cdf(-t_crit, n - 1, nc)
+        # The far tail (a significant gap of the wrong sign) is tiny, and scipy's nct.cdf returns NaN
+        # for some of its values (effect 1.86 at alpha 0.05/55: n = 12-15), which read as "power
+        # not reached" and sent the count up past the next sd's; counted as 0 where it is NaN.
+        far = stats.nct.cdf(-t_crit, n - 1, nc)
+        return stats.nct.sf(t_crit, n - 1, nc) + (0.0 if math.isnan(far) else far)
 
     lo, hi = 1, 2  # power(lo) < POWER <= power(hi), once hi is found
     while power(hi) < POWER:

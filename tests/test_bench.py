@@ -72,8 +72,26 @@ def test_memory_mode_compares_checkpointing_in_separate_processes(in_tmp):
     assert row["released_peak_memory_mb"] > 0 and row["released_memory_ratio"] > 0
 
 
+@pytest.mark.slow
+def test_stack_mode_rows_per_stack_size_on_the_specs_own_data(in_tmp):
+    r = invoke("bench", "digits/residual8", "--stack", "1,3", "--steps", "2", "--warmup", "1", "--rounds", "1",
+               "--threads", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = json_lines(r.stdout)
+    assert [row["members"] for row in rows] == [1, 3] and {row["event"] for row in rows} == {"stack"}
+    assert {row["dataset"] for row in rows} == {"digits"}  # a digits net, measured on digits
+    one, three = rows
+    # Per seed, k separate runs share the time one run takes: a third of the one-seed rate at k = 3.
+    assert three["separate_images_per_s_per_seed"] == pytest.approx(one["separate_images_per_s_per_seed"] / 3)
+    for row in rows:  # one round: the ratio is that round's, stacked per seed over separate per seed
+        assert row["ratio"] == pytest.approx(row["stacked_images_per_s_per_seed"]
+                                             / row["separate_images_per_s_per_seed"])
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--data-only", "--memory"], "one"),
+    (["--stack", "4", "--memory"], "one"),
+    (["--stack", "0,4"], "--stack"),
     (["--set", "model.family=imagenet", "--depth", "18"], "CIFAR"),
     (["--vary", "train.channels_last"], "--vary"),
 ])

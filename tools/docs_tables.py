@@ -78,6 +78,13 @@ FASHION = "runs/docs/degrade-fashion"
 FASHION_16 = "runs/docs/degrade-fashion-16"  # the same residual pair at twice the budget, seed 0
 # The 56-layer plane at 7x7: at one thread an 11x11 grid of that pair takes about half an hour.
 FASHION_LANDSCAPES = {"56-1d": (56, 1, 41), "56-2d": (56, 2, 7), "20-1d": (20, 1, 41), "20-2d": (20, 2, 11)}
+# Stacked seeds (docs/bench.md): the quick studies' digits ResNet-110 and the CIFAR ResNet-20 (on
+# synthetic CIFAR-shaped images: no download), one thread, as the quick studies' workers run.
+BENCH_STACK = {
+    "digits-110": ("cifar/resnet110", "--set", "data.dataset=digits", "--set", "model.widths=[8,16,32]",
+                   "--batch-size", "64", "--stack", "1,4,8,16"),
+    "cifar-20": ("cifar/resnet20", "--set", "data.dataset=synthetic", "--stack", "1,4,8"),
+}
 BENCH_TRAIN = {"20": ("cifar/resnet20",), "56": ("cifar/resnet56", "--steps", "10"), "110": ("cifar/resnet110",)}
 
 
@@ -179,6 +186,8 @@ def _jobs() -> dict[str, Job]:
     jobs.append(Job("bench-vary", ("bench", "cifar/resnet20", "--no-baseline", "--vary", "train.channels_last=on,off",
                                    "--vary", "run.threads=2,1", "--json")))
     jobs.append(Job("bench-memory", ("bench", "preact/resnet1001-cifar10", "--batch-size", "32", "--memory", "--json")))
+    for key, argv in BENCH_STACK.items():
+        jobs.append(Job(f"bench-stack-{key}", ("bench", *argv, "--threads", "1", "--json")))
     for cmd in COMMANDS:
         jobs.append(Job(f"usage-{cmd}", (cmd, "--help"), json_lines=False))
     return {j.name: j for j in jobs}
@@ -296,6 +305,9 @@ def _sections() -> list[Section]:
         Section("bench-vary", "bench.md", ("bench-vary",), lambda o: S.bench_vary_table(o["bench-vary"]),
                 target="docs-studies"),
         Section("bench-memory", "bench.md", ("bench-memory",), lambda o: S.bench_memory_table(o["bench-memory"]),
+                target="docs-studies"),
+        Section("bench-stack", "bench.md", tuple(f"bench-stack-{k}" for k in BENCH_STACK),
+                lambda o: S.bench_stack_table([(k, o[f"bench-stack-{k}"]) for k in BENCH_STACK]),
                 target="docs-studies"),
     ]
     sections += [Section(f"usage-{c}", f"{c}.md", (f"usage-{c}",), lambda o, c=c: R.usage_block(o[f"usage-{c}"]),

@@ -197,6 +197,14 @@ def bench_vary_table(records: list[dict[str, Any]]) -> str:
                      for r in records])
 
 
+def bench_stack_table(named: list[tuple[str, list[dict[str, Any]]]]) -> str:
+    """`resnet bench --stack` for each net: images/s per seed, separate and stacked, per stack size."""
+    return md_table(["net", "seeds stacked (k)", "separate: img/s per seed", "stacked: img/s per seed", "stacked / separate"],
+                    [(name, str(r["members"]), count(round(r["separate_images_per_s_per_seed"])),
+                      count(round(r["stacked_images_per_s_per_seed"])), f"**{r['ratio']:.2f}x**")
+                     for name, records in named for r in records])
+
+
 def bench_memory_table(records: list[dict[str, Any]]) -> str:
     r = records[0]
     return md_table(["", "no checkpointing", f"K = {r['segments']}", "ratio"], [

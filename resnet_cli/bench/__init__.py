@@ -25,6 +25,7 @@ recomputation, so achieved FLOP/s compares the same work whatever the settings.
 Where things live:
     throughput.py  bench(): images/s of ours under each --vary variant against the baseline
     memory.py      compare_checkpointing(): peak memory with and without activation checkpointing
+    stack.py       bench_stack(): k seeds stacked as one net against separate runs (--stack)
     jobs.py        a measurement job and run_job(), which runs it in a fresh interpreter
     measure.py     the child side (`python -m resnet_cli.bench`): one timed run, ours or baseline
     baseline.py    the textbook baseline: NCHW, fp32, eager, per-image PIL transforms
@@ -34,9 +35,10 @@ Where things live:
 from .jobs import MeasureFailed, check_spec, device_of, run_job, variants_from
 from .measure import flops_per_image
 from .memory import RELEASED_ENV, compare_checkpointing, default_segments
+from .stack import bench_stack
 from .throughput import bench
 
 __all__ = [
-    "RELEASED_ENV", "MeasureFailed", "bench", "check_spec", "compare_checkpointing", "default_segments",
+    "RELEASED_ENV", "MeasureFailed", "bench", "bench_stack", "check_spec", "compare_checkpointing", "default_segments",
     "device_of", "flops_per_image", "run_job", "variants_from",
 ]

@@ -104,6 +104,17 @@ def _images_for(spec, n: int):
     return baseline.cifar_like(n, spec.model.num_classes or 10, seed=spec.run.seed)
 
 
+def job_data(job: dict, spec):
+    """What a job trains on: CIFAR-shaped images made here (the baseline comparison: both sides the
+    same images), or with `"data": "spec"` the spec's own dataset (`--stack`: digits nets too)."""
+    if job.get("data") == "spec":
+        from .. import data as data_mod
+
+        return data_mod.load(spec.data)
+    images, labels = _images_for(spec, spec.optim.iters * spec.optim.batch_size)
+    return _our_data(images, labels, spec.model.num_classes or 10, min(spec.optim.batch_size, 256))
+
+
 def _train_ours(job: dict) -> dict:
     import torch
 
@@ -113,8 +124,7 @@ def _train_ours(job: dict) -> dict:
 
     spec = spec_mod.load(job["spec"], name="bench spec")
     warmup, steps, bs = job["warmup"], job["steps"], spec.optim.batch_size
-    images, labels = _images_for(spec, spec.optim.iters * bs)
-    data = _our_data(images, labels, spec.model.num_classes or 10, min(bs, 256))
+    data = job_data(job, spec)
     device = job["device"]
 
     class Clock(Callback):
@@ -162,9 +172,51 @@ def _train_ours(job: dict) -> dict:
         torch.save({"params": {k: v.detach().cpu() for k, v in model.named_parameters()},
                     "buffers": {k: v.detach().cpu() for k, v in model.named_buffers()}}, job["state_out"])
     else:
-        out["flops_per_image"] = flops_per_image(trainer.model, (3, 32, 32), trainer.rt.device,
-                                                 memory_format=trainer.rt.memory_format)
+        out["flops_per_image"] = flops_per_image(trainer.model, (data.in_channels, data.image_size, data.image_size),
+                                                 trainer.rt.device, memory_format=trainer.rt.memory_format)
     return out
+
+
+def _train_stacked(job: dict) -> dict:
+    """`job["members"]` seeds of the spec as one stacked net (training/stacked.py), the steps the
+    stacked trainer takes: each member's own batches, the members' summed mean losses, one optimizer
+    over the stacked tensors. Timed as ours: end of one backward to the end of the next."""
+    import torch
+
+    from .. import data as data_mod
+    from .. import spec as spec_mod
+    from ..model.build import build_model
+    from ..training import optimizers, stacked
+
+    spec = spec_mod.load(job["spec"], name="bench spec")
+    _same_threads(spec)
+    warmup, steps, bs, k, device = job["warmup"], job["steps"], spec.optim.batch_size, job["members"], job["device"]
+    data = job_data(job, spec)
+    seeds = [spec.run.seed + i for i in range(k)]
+    net = stacked.build(lambda: build_model(spec.model, data.in_channels, data.num_classes), seeds).to(device)
+    optimizer = optimizers.build(net, spec.optim)
+    batches = stacked.StackedBatches([data_mod.batches_for(data, "train", bs, spec.data.augment, spec.data.pad,
+                                                           device, seed) for seed in seeds])
+    start_rss = _memory_now()[0]
+    marks, cpu, step, epoch = [], [], 0, 0
+    while step <= warmup + steps:
+        for x, y in batches.epoch(epoch):
+            optimizer.zero_grad(set_to_none=False)
+            stacked.member_losses(net(x), y).sum().backward()
+            if step in (warmup, warmup + steps):
+                _sync(device)
+                marks.append(time.perf_counter())
+                cpu.append(_tree_cpu_seconds())
+            optimizer.step()
+            step += 1
+            if step > warmup + steps:
+                break
+        epoch += 1
+    peak = _memory_now()[1]
+    return {"side": "stacked", "members": k, "images_per_s": steps * bs * k / (marks[1] - marks[0]),
+            "step_time_s": (marks[1] - marks[0]) / steps, "cpu_s_per_image": (cpu[1] - cpu[0]) / (steps * bs * k),
+            "start_rss_mb": start_rss, "peak_rss_mb": peak, "peak_memory_mb": peak,
+            "threads": torch.get_num_threads()}
 
 
 def _baseline_model(spec, device):
@@ -290,7 +342,7 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
     """Run one job in this process (the child's entry point)."""
     run = {("ours", "train"): _train_ours, ("baseline", "train"): _train_baseline,
            ("ours", "memory"): _train_ours, ("ours", "data"): _data_ours,
-           ("baseline", "data"): _data_baseline}
+           ("baseline", "data"): _data_baseline, ("stacked", "train"): _train_stacked}
     return run[(job["side"], job["mode"])](job)
 
 

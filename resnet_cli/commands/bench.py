@@ -9,6 +9,7 @@ import typer
 from .. import bench as bench_mod
 from .. import output
 from ..bench import contention
+from ..bench import stack as stack_mod
 from ..cli import command
 from ..errors import FAILED, UserError
 from ..training import runtime
@@ -28,6 +29,9 @@ Segments = Annotated[Optional[int], typer.Option(
     "--segments", min=1, help="With --memory: checkpoint segments K (default ~sqrt(residual units)).")]
 Baseline = Annotated[bool, typer.Option(
     "--baseline/--no-baseline", help="Also measure the textbook baseline (NCHW fp32 eager, PIL DataLoader).")]
+Stack = Annotated[Optional[str], typer.Option(
+    "--stack", help="Stack sizes, e.g. 1,4,8,16: images/s per seed of k seeds trained as one stacked net against "
+                    "separate runs, on the spec's own dataset (digits nets too).")]
 Vary = Annotated[Optional[list[str]], typer.Option(
     "--vary", help="Measure ours under each value: --vary train.channels_last=on,off (repeatable: all combinations).")]
 
@@ -51,6 +55,7 @@ def bench(
     segments: Segments = None,
     baseline: Baseline = True,
     vary: Vary = None,
+    stack: Stack = None,
 ) -> None:
     """Images/s, step time, peak memory, FLOPs of ours and of the textbook baseline, and their ratio.
 
@@ -58,12 +63,14 @@ def bench(
     `resnet bench cifar/resnet56`, `resnet bench --data-only`,
     `resnet bench preact/resnet1001-cifar10 --batch-size 32 --memory`.
     """
-    if data_only and memory:
-        raise UserError("--data-only and --memory are separate modes: give one")
+    if sum((data_only, memory, stack is not None)) > 1:
+        raise UserError("--data-only, --memory and --stack are separate modes: give one")
     fmt = output.choose(json_)
     spec = common.build_spec(spec_file, set_, depth=depth, preact=preact, batch_size=batch_size, seed=seed,
                              device=device, threads=threads)
-    bench_mod.check_spec(spec)
+    ks = stack_mod.parse(stack) if stack is not None else None
+    if ks is None:
+        bench_mod.check_spec(spec)  # the baseline comparison feeds CIFAR-shaped images
     if device is not None or spec.run.device != "auto":
         # An unavailable device is bad input: say so before measuring. `plan` without probing the
         # GPU: a CUDA context in this parent would hold GPU memory while the children measure.
@@ -77,6 +84,12 @@ def bench(
     for w in warnings:  # before measuring: minutes may be saved by stopping now
         console.print(f"[yellow]warning[/]: {w}")
     try:
+        if ks is not None:
+            rows = bench_mod.bench_stack(spec, ks, steps=steps or 20, warmup=warmup, rounds=rounds, name=name,
+                                         progress=progress)
+            _record_load(console, rows, spec.run.threads, load, warnings)
+            _render_stack(rows, fmt)
+            return
         if memory:
             result = bench_mod.compare_checkpointing(spec, segments=segments, steps=steps or 2, name=name,
                                                      progress=progress)
@@ -159,6 +172,20 @@ def _contention_line(c: dict[str, Any]) -> str:
     if c.get("other_processes"):
         parts.append("busiest: " + ", ".join(f"{p['name']} {p['cores']:.2f}" for p in c["other_processes"][:4]))
     return "; ".join(parts)
+
+
+def _render_stack(rows: list[dict[str, Any]], fmt) -> None:
+    first = rows[0]
+    title = (f"resnet bench --stack: {first['spec']} (depth {first['depth']}, batch {first['batch_size']}, "
+             f"{first['dataset']}, {first['device']}): seeds stacked as one net against separate runs")
+    cols = ["k", "separate img/s per seed", "stacked img/s per seed", "x separate"]
+    lines = [[str(r["members"]), f"{r['separate_images_per_s_per_seed']:,.0f}",
+              f"{r['stacked_images_per_s_per_seed']:,.0f}", f"{r['ratio']:.2f}x"] for r in rows]
+    notes = [f"median of {first['rounds']} rounds x {first['steps']} steps after {first['warmup']} warm-up, each "
+             "side in a fresh process at the same threads; x separate: median of the per-round ratios",
+             _contention_line(first["contention"])]
+    notes += [f"warning: {w}" for w in first.get("warnings", [])]
+    output.render(rows, fmt, output.View(title, cols, rows=lambda records: lines, caption="\n".join(notes)))
 
 
 def _render_memory(r: dict[str, Any], fmt) -> None:

@@ -16,7 +16,8 @@ from resnet_cli.errors import UserError
 from resnet_cli.experiments import degrade as D
 from resnet_cli.model import build_model, count_params
 from resnet_cli.training.curve import CurveProbe
-from resnet_cli.training.trainer import Trainer, spec_callbacks
+from resnet_cli.training.session import spec_callbacks
+from resnet_cli.training.trainer import Trainer
 
 RUN_KEYS = {"net", "depth", "seed", "train_loss", "train_acc", "test_acc", "grad_norm_first_layer"}
 LENGTH = ["--epochs", "1", "--set", "data.train_subset=256"]

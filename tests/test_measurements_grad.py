@@ -135,7 +135,8 @@ def trained_three_steps(tmp_path_factory):
     """Three trainer steps with train.grad_norm_every 1 into a run directory, and the same three
     steps by hand: fresh net, the captured batches, F.cross_entropy, torch.optim.SGD."""
     from resnet_cli.runs.writer import RunDir
-    from resnet_cli.training.trainer import Trainer, spec_callbacks
+    from resnet_cli.training.session import spec_callbacks
+    from resnet_cli.training.trainer import Trainer
 
     spec = spec_of(OPTIM, {"grad_norm_every": 1})
     out = tmp_path_factory.mktemp("three")

@@ -76,7 +76,7 @@ def degrade(
         return _on_cluster(plan, cluster, json_)
     if list_:
         replay = ["degrade", *_replay(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
-        return common.print_lines(sweep.list_commands(deg.study(plan), replay))
+        return common.print_lines(sweep.list_commands(plan.study, replay))
     if only is not None:
         return _only(plan, only, fmt)
     make_dir(plan.out)  # a file in the way or an unwritable place: one line before any run starts
@@ -86,14 +86,14 @@ def degrade(
               f"(depths {', '.join(map(str, plan.depths))}; {', '.join(plan.nets)}; seeds "
               f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
     # A resumed grid counts the runs left to train, not all it plans.
-    grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, sweep.to_train(deg.study(plan))))
+    grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, sweep.to_train(plan.study)))
     _render(grid, fmt, log)
 
 
 def _on_cluster(plan, request: launcher.Request, json_: bool) -> None:
     """The grid's pending runs as one SLURM job array (docs/cluster.md), each task one run through
     the same lifecycle as here; with --wait, this command's own report once the array is done."""
-    sp = deg.study(plan)
+    sp = plan.study
     if not request.dry_run:
         make_dir(plan.out)
         deg.adopt(sp)  # finished runs of an earlier version join the grid and are not resubmitted

@@ -65,7 +65,8 @@ class Section(BaseModel):
 @dataclass
 class Plan:
     """What to train: the twins' shared spec tree, the depths, seeds and nets chosen, and the
-    output directory; `study` is the grid as the sweep engine runs it."""
+    output directory; `study` is the grid as the sweep engine runs it: one row per (depth, net),
+    labelled `<net>-<depth>`, one run per seed in OUT/runs/<net>-<depth>-seed<seed>."""
 
     base: dict
     depths: list[int]
@@ -178,12 +179,6 @@ def twin(plan: Plan, net: str, depth: int, seed: int):
     raise KeyError((net, depth))
 
 
-def study(plan: Plan) -> study_mod.Plan:
-    """One study row per (depth, net), labelled `<net>-<depth>`; one run per seed in
-    OUT/runs/<net>-<depth>-seed<seed> (the names earlier versions used, so their runs are reused)."""
-    return plan.study
-
-
 @dataclass
 class Grid:
     """What one `resnet degrade` leaves: the finished runs' records in plan order, their summaries,
@@ -227,7 +222,7 @@ def execute(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None
     degrade.png. A run that cannot start stops the grid with its own exit status (4: locked by
     another process)."""
     tick = time.perf_counter()
-    sp = study(plan)
+    sp = plan.study
     make_dir(plan.out)
     adopt(sp)
     codes: dict[str, int] = {}
@@ -251,7 +246,7 @@ def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum
     findings, degrade.json and degrade.png (after a local sweep, or after a SLURM array)."""
     outcomes = outcomes or {}
     refused = {key for key, outcome in outcomes.items() if outcome.status == "error"}
-    grid = Grid(plan, records(study(plan), refused), outcomes, signum)
+    grid = Grid(plan, records(plan.study, refused), outcomes, signum)
     if grid.records:
         grid.summaries = summarise(grid.records)
         grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
@@ -264,7 +259,7 @@ def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum
 
 def only(plan: Plan, key: str) -> tuple[dict[str, Any] | None, sweep.Outcome]:
     """One run of the grid, ROW:SEED as `--list` prints it: trained (or resumed, or reused) here."""
-    sp = study(plan)
+    sp = plan.study
     run = sp.find(key)
     if run.key not in {r.key for r in sp.runs}:
         raise UserError(f"--only {key}: no seed {run.seed} in this grid; seeds: {', '.join(map(str, plan.seeds))}")

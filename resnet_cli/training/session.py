@@ -26,18 +26,36 @@ from .. import spec as spec_mod
 from ..errors import UserError
 from . import checkpoint as ckpt
 from . import distributed, runtime, schedule, testhook
-from .callbacks import Callback
+from .callbacks import Callback, GradNormCallback
+from .curve import CurveProbe
 from .launch import refuse_under_ddp
-from ..runs.files import CHECKPOINT, SPEC
+from ..runs.files import CHECKPOINT, SPEC, TENSORBOARD
 from ..runs.reader import spec_as_written
 from ..runs.writer import RunDir, default_path
 from .signals import StopFlag
-from .trainer import Trainer, spec_callbacks
+from .trainer import Trainer
 
 # never: a fresh run, refused where a run already is. must: continue from the checkpoint there.
 # auto: continue if there is a checkpoint, else start (over) in place, as the sweeps and
 # `--resume auto` do.
 Resume = Literal["never", "must", "auto"]
+
+
+def spec_callbacks(spec: spec_mod.Spec, run_dir: RunDir | None, is_main: bool) -> list[Callback]:
+    """The callbacks a spec asks for, each on rank 0 alone (after DDP's all-reduce every rank holds
+    the same gradients, and only rank 0 writes files)."""
+    if not is_main:
+        return []
+    out: list[Callback] = []
+    if spec.train.grad_norm_every:  # per-layer gradient norms into metrics.jsonl (He 2016b sec. 3)
+        out.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
+    if spec.train.tensorboard and run_dir is not None:
+        from .tensorboard_log import TensorBoardCallback  # torch.utils.tensorboard imports slowly
+
+        out.append(TensorBoardCallback(run_dir.file(TENSORBOARD)))
+    if "degrade" in spec.train.probes:  # He 2016a Fig. 6's curve (curve.py)
+        out.append(CurveProbe())
+    return out
 
 
 def _silent(message: str) -> None:

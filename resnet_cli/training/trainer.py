@@ -18,12 +18,12 @@ from .. import data as data_mod
 from . import distributed, gates, onednn_guard, optimizers, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
-from .callbacks import Callback, GradNormCallback, log_record
+from .callbacks import Callback, log_record
 from .curve import CurveProbe
 from .mixup import Mixed
 from ..errors import PipeClosed, UserError
 from ..model import build_model, count_params
-from ..runs.files import CHECKPOINT, TENSORBOARD
+from ..runs.files import CHECKPOINT
 from ..runs.writer import RunDir
 from .signals import StopFlag
 from ..spec import RESUME_FREE, Spec, diff, load, to_tree
@@ -69,29 +69,12 @@ def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtim
     return loss_sum / n, 100.0 * wrong / n
 
 
-def spec_callbacks(spec: Spec, run_dir: RunDir | None, is_main: bool) -> list[Callback]:
-    """The callbacks a spec asks for, each on rank 0 alone (after DDP's all-reduce every rank holds
-    the same gradients, and only rank 0 writes files)."""
-    if not is_main:
-        return []
-    out: list[Callback] = []
-    if spec.train.grad_norm_every:  # per-layer gradient norms into metrics.jsonl (He 2016b sec. 3)
-        out.append(GradNormCallback(spec.train.grad_norm_every, keep=False))
-    if spec.train.tensorboard and run_dir is not None:
-        from .tensorboard_log import TensorBoardCallback  # torch.utils.tensorboard imports slowly
-
-        out.append(TensorBoardCallback(run_dir.file(TENSORBOARD)))
-    if "degrade" in spec.train.probes:  # He 2016a Fig. 6's curve (curve.py)
-        out.append(CurveProbe())
-    return out
-
-
 class Trainer:
     def __init__(self, spec: Spec, run_dir: RunDir | None = None, callbacks: Iterable[Callback] = (),
                  stop: StopFlag | None = None, data: data_mod.Data | None = None,
                  rt: runtime_mod.Runtime | None = None):
         self.run_dir = run_dir
-        # Exactly the callbacks it is handed: a session adds the ones its spec asks for (spec_callbacks).
+        # Exactly the callbacks it is handed: a session adds the ones its spec asks for (session.spec_callbacks).
         self.callbacks = list(callbacks)
         self.stop = stop or StopFlag()
         self.dist = distributed.from_env()

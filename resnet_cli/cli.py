@@ -57,6 +57,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Options whose value may be left out, which Click cannot declare: a bare `--stack` (not followed by
+# a number) is read as `--stack=all` (commands/common.py, Stack). `resnet bench --stack 1,4,8`
+# always has its value, which starts with a digit.
+BARE_VALUES = {"--stack": "all"}
+
+
+def with_bare_values(args: list[str]) -> list[str]:
+    out = []
+    for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else ""
+        out.append(f"{arg}={BARE_VALUES[arg]}" if arg in BARE_VALUES and not following[:1].isdigit() else arg)
+    return out
+
+
 class LazyGroup(TyperGroup):
     """Click's lazily loading group (click.palletsprojects.com, "Lazily Loading Subcommands"):
     `list_commands` and the help listing come from COMMANDS; `get_command` imports the one module
@@ -65,6 +79,9 @@ class LazyGroup(TyperGroup):
 
     def list_commands(self, ctx) -> list[str]:
         return list(COMMANDS)
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, with_bare_values(args))
 
     def get_command(self, ctx, cmd_name: str):
         if cmd_name not in self.commands and cmd_name in COMMANDS:

@@ -49,12 +49,15 @@ COMMANDS = documented()
 
 
 def parse_error(argv: list[str]) -> str | None:
-    """What Click says about these arguments, or None when they parse."""
+    """What Click says about these arguments, or None when they parse (after the group's own
+    rewrite of options whose value may be left out, cli.with_bare_values)."""
+    from resnet_cli.cli import with_bare_values
+
     group = _group()
     ctx = group.make_context("resnet", [], resilient_parsing=True)
     cmd = group.get_command(ctx, argv[0])
     try:
-        cmd.make_context(argv[0], list(argv[1:]), parent=ctx)
+        cmd.make_context(argv[0], with_bare_values(list(argv[1:])), parent=ctx)
     except Exception as exc:  # Click's UsageError, BadParameter, NoSuchOption...
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         return f"{type(exc).__name__}: {message}"

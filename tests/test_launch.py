@@ -137,7 +137,7 @@ def test_nproc_checks_what_it_can_before_starting_processes(in_tmp):
 def test_a_sweep_shows_a_runs_error_line_whole(tmp_path, monkeypatch):
     from resnet_cli.errors import UserError
     from resnet_cli.runs.files import LOG
-    from resnet_cli.sweep import launchers, one_run, plan as study
+    from resnet_cli.sweep import launchers, one_run, plan as study, stacks
 
     line = ("CIFAR-10 not found in /a/rather/long/path/to/the/data/directory/of/this/cluster and "
             "data.download is off: download cifar-10-python.tar.gz from "
@@ -149,6 +149,6 @@ def test_a_sweep_shows_a_runs_error_line_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(one_run, "run_one", refuse)
     plan = study.plan("shortcut", "quick", results=tmp_path)
     run = plan.runs[0]
-    outcome = launchers._run_logged((plan, run))  # what a worker reports for the run
+    outcome = launchers._run_logged((plan, stacks.Unit((run,))))[run.key]  # what a worker reports for the run
     log = run.path / LOG
     assert outcome.status == "error" and line in outcome.message and outcome.message.endswith(f"(log: {log})")

@@ -178,40 +178,40 @@ def _train_ours(job: dict) -> dict:
 
 
 def _train_stacked(job: dict) -> dict:
-    """`job["members"]` seeds of the spec as one stacked net (training/stacked.py), the steps the
-    stacked trainer takes: each member's own batches, the members' summed mean losses, one optimizer
-    over the stacked tensors. Timed as ours: end of one backward to the end of the next."""
+    """`job["members"]` seeds of the spec as one stacked net: the steps of `resnet train --seeds
+    --stack` (training/stacked_run.py), each member a Trainer of its seed. Timed over whole steps:
+    the start of step `warmup` to the start of step `warmup + steps`."""
     import torch
 
-    from .. import data as data_mod
     from .. import spec as spec_mod
-    from ..model.build import build_model
-    from ..training import optimizers, stacked
+    from ..training.stacked_run import StackedRun
+    from ..training.trainer import Trainer
 
     spec = spec_mod.load(job["spec"], name="bench spec")
     _same_threads(spec)
     warmup, steps, bs, k, device = job["warmup"], job["steps"], spec.optim.batch_size, job["members"], job["device"]
     data = job_data(job, spec)
-    seeds = [spec.run.seed + i for i in range(k)]
-    net = stacked.build(lambda: build_model(spec.model, data.in_channels, data.num_classes), seeds).to(device)
-    optimizer = optimizers.build(net, spec.optim)
-    batches = stacked.StackedBatches([data_mod.batches_for(data, "train", bs, spec.data.augment, spec.data.pad,
-                                                           device, seed) for seed in seeds])
+    members = [Trainer(spec.model_copy(update={"run": spec.run.model_copy(update={"seed": spec.run.seed + i})}),
+                       data=data) for i in range(k)]
+    run = StackedRun(members)
+    everyone = list(range(k))
     start_rss = _memory_now()[0]
     marks, cpu, step, epoch = [], [], 0, 0
     while step <= warmup + steps:
-        for x, y in batches.epoch(epoch):
-            optimizer.zero_grad(set_to_none=False)
-            stacked.member_losses(net(x), y).sum().backward()
+        for x, y in run.batches.epoch(epoch):
             if step in (warmup, warmup + steps):
                 _sync(device)
                 marks.append(time.perf_counter())
                 cpu.append(_tree_cpu_seconds())
-            optimizer.step()
-            step += 1
-            if step > warmup + steps:
+            if step == warmup + steps:
                 break
+            run._step(x, y, everyone)
+            for m in members:  # the schedule reads the members' position, as in StackedRun's loop
+                m.p.iteration += 1
+            step += 1
         epoch += 1
+        if len(marks) == 2:
+            break
     peak = _memory_now()[1]
     return {"side": "stacked", "members": k, "images_per_s": steps * bs * k / (marks[1] - marks[0]),
             "step_time_s": (marks[1] - marks[0]) / steps, "cpu_s_per_image": (cpu[1] - cpu[0]) / (steps * bs * k),

@@ -57,6 +57,7 @@ def ablate(
     figure: Figure = None,
     set_: common.Set = None,
     json_: common.Json = False,
+    stack: common.Stack = None,
     *,
     cluster: launcher.Request,
 ) -> None:
@@ -70,6 +71,8 @@ def ablate(
     if budgets is not None:
         plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
     if cluster.asked:
+        if stack is not None:
+            output.info("--stack: a SLURM array task trains one run; the runs are not stacked")
         fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if cluster.wait else None
 
         def final(submitted, failed: dict[str, str]) -> None:  # --wait: the table a local sweep prints
@@ -90,7 +93,7 @@ def ablate(
     if only is not None:
         return _only(plan, only, fmt)
     fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
-    return _sweep(plan, jobs, fmt, fig_path, threshold)
+    return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack))
 
 
 def _only(plan, key: str, fmt) -> None:
@@ -159,19 +162,24 @@ class _Progress:
         self.records[run.key] = report.planned_run(self.plan, run, run.key in self.running, self.failed.get(run.key))
 
 
-def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None) -> None:
+def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, stack: int = 0) -> None:
 
     sweep.check_data(plan)  # before any run directory is made
     console = output.stderr()
     about = plan.preset_about or "as the study defines it"
     console.print(escape(f"{plan.title} [preset {plan.preset}: {about}]: {len(plan.rows)} rows x "
                          f"{len(plan.seeds)} seeds in {plan.results}: {sweep.preview(plan, jobs)}"))
+    if stack:
+        from ..sweep.stacks import units
+
+        for row, reason in units(plan.runs, stack)[1].items():
+            console.print(escape(f"--stack: row {row} trains its seeds one after another: {reason}"))
     progress = _Progress(plan, console)
     tick = time.perf_counter()
     if progress.live is not None:
         progress.live.start()
     try:
-        result = sweep.execute(plan, jobs=jobs or None, notify=progress)
+        result = sweep.execute(plan, jobs=jobs or None, notify=progress, stack=stack)
     finally:
         if progress.live is not None:
             progress.live.stop()

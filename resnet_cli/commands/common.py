@@ -31,6 +31,23 @@ Out = Annotated[Optional[str], typer.Option("--out", help="run.out: the run dire
 Set = Annotated[Optional[list[str]], typer.Option("--set", help="Any spec field: --set optim.weight_decay=5e-4 (repeatable).")]
 # Commands that read a trained run: only the data keys that keep its splits and normalisation.
 DataSet = Annotated[Optional[list[str]], typer.Option("--set", help="The run's data read from elsewhere: data.dir, data.download, data.test_subset, data.workers or data.image_size (repeatable).")]
+# `--stack [K]` (train --seeds, ablate): a bare `--stack` arrives as `--stack=all` (cli.BARE_VALUES).
+Stack = Annotated[Optional[str], typer.Option("--stack", metavar="[K]", help="Train the seeds of one spec (ablate: of each row) as one stacked net in one process, at most K in a stack (bare --stack: all of them); docs/train.md, Several seeds.")]
+
+
+def stack_cap(text: str | None) -> int:
+    """`--stack` as the most seeds a stack may hold: 0 without --stack, a large number for all."""
+    if text is None:
+        return 0
+    if text == "all":
+        return 1 << 30
+    if not text.isdigit() or int(text) < 1:
+        from ..errors import UserError
+
+        raise UserError(f"--stack {text}: expected a number of seeds (1 or more), or --stack alone for all of them")
+    return int(text)
+
+
 Json = Annotated[bool, typer.Option("--json", help="JSON lines on stdout (automatic when stdout is not a terminal).")]
 
 

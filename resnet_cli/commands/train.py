@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import errors, output
 from ..cli import command
@@ -18,7 +15,10 @@ from ..spec import shape_of, to_tree, to_yaml
 from ..training.launch import launch_torchrun, precheck
 from ..runs.files import CHECKPOINT, SPEC
 from ..runs.reader import spec_as_written
+from ..spec.seeds import HELP as SEEDS_HELP
+from ..spec.seeds import parse as parse_seeds
 from . import common
+from .progress import TerminalProgress, exit_code
 
 # The modules that import torch (model, session, runtime, distributed) are imported inside the
 # functions that use them: `resnet train --help` then answers in a fraction of a second instead of
@@ -46,14 +46,6 @@ def _summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 SUMMARY_VIEW = output.View(title="resnet train", columns=["", "value"], rows=lambda kept: _summary_rows(kept[0]))
-
-
-def exit_code(status: str, signum: int | None = None) -> int:
-    if status == "diverged":
-        return errors.DIVERGED
-    if status == "interrupted":
-        return errors.INTERRUPTED_TERM if signum == signal.SIGTERM else errors.INTERRUPTED_INT
-    return errors.OK
 
 
 def _resume_dir(resume: str, out: str | None) -> Path:
@@ -95,6 +87,8 @@ def train(
     force_resume: Annotated[bool, typer.Option("--force-resume", help="Resume even when the spec differs from the run's: spec.yaml becomes the new spec, the old one kept as spec.before-<time>.yaml.")] = False,
     nproc: Annotated[int, typer.Option("--nproc", min=1, help="Start N processes on this machine with torchrun (DistributedDataParallel).")] = 1,
     tensorboard: Annotated[bool, typer.Option("--tensorboard", help="train.tensorboard=true: scalars into RUN_DIR/tensorboard/ too (pip install 'resnet-cli[tensorboard]').")] = False,
+    seeds: Annotated[Optional[str], typer.Option("--seeds", help=f"Train these seeds of the spec, each its own run (--out DIR: DIR/seed<N>). {SEEDS_HELP}")] = None,
+    stack: common.Stack = None,
 ) -> None:
     """Train one net. Progress on stderr; a result table (or JSON lines) on stdout."""
     fmt = output.choose(json_)
@@ -107,6 +101,8 @@ def train(
     if tensorboard:
         set_ = [*(set_ or []), "train.tensorboard=true"]
     spec = common.build_spec(spec_file, set_, name=spec_name, **flags)
+    if seeds is not None or stack is not None:
+        raise typer.Exit(_seeds(spec, seeds, common.stack_cap(stack), fmt, out, resume, seed, nproc, dry_run))
     if nproc > 1 and "RANK" not in os.environ:
         precheck(spec, nproc, resume_dir)  # what one process can see is checked before any is started
         raise typer.Exit(launch_torchrun(nproc))
@@ -114,6 +110,23 @@ def train(
         return _dry_run(spec, fmt)
     summary = run(spec, fmt=fmt, resume_dir=resume_dir, auto=resume == "auto", force_resume=force_resume)
     raise typer.Exit(exit_code(summary["status"], summary.get("signal")))
+
+
+def _seeds(spec, seeds: str | None, stack: int, fmt: output.Format, out: str | None, resume: str | None,
+           seed: int | None, nproc: int, dry_run: bool) -> int:
+    from . import train_seeds
+
+    if seeds is not None and seed is not None:
+        raise UserError("give --seed or --seeds, not both")
+    if nproc > 1:
+        raise UserError("--seeds and --stack train in one process; --nproc runs one seed over several (drop one)")
+    if resume not in (None, "auto"):
+        raise UserError("with --seeds resume as --resume auto --out DIR: each seed continues from DIR/seed<N>")
+    if dry_run:
+        _dry_run(spec, fmt)
+        return errors.OK
+    return train_seeds.run(spec, parse_seeds(seeds) if seeds is not None else [spec.run.seed], stack=stack, fmt=fmt,
+                           out=out, resume=resume == "auto")
 
 
 def _dry_run(spec, fmt: output.Format) -> None:
@@ -159,45 +172,3 @@ def _report(summary: dict[str, Any], fmt: output.Format) -> None:
                     f"(loss {summary['diverged_at']['loss']}); last good checkpoint kept in {summary['run_dir']}")
     elif summary["status"] == "interrupted":
         output.info(f"interrupted; resume with: resnet train --resume {summary['run_dir']}")
-
-
-class TerminalProgress:
-    """Progress on stderr: a live bar on a terminal, one line per epoch otherwise. In JSON mode the
-    epoch records also go to stdout, one object per line. The bar must not capture stdout (rich's
-    Live does by default, even on a stderr console): the records reach the pipe whatever stderr is."""
-
-    def __init__(self, fmt: output.Format):
-        self.fmt = fmt
-        self.console = output.stderr()
-        self.live = sys.stderr.isatty()
-        self.bar = None
-
-    def on_start(self, t) -> None:
-        if self.live:
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                                TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.console,
-                                transient=True, redirect_stdout=False, redirect_stderr=False)
-            self.bar.start()
-            self.task = self.bar.add_task("train", total=t.total, completed=t.p.iteration, info="")
-    def after_backward(self, t) -> None: ...
-
-    def on_sync(self, t, loss: float) -> None:
-        if self.bar is not None:
-            ips = t.p.train_images / max(t.p.elapsed, 1e-9)
-            self.bar.update(self.task, completed=t.p.iteration,
-                            info=f"loss {loss:.4f}  lr {t.lr:.4g}  {ips:,.0f} img/s")
-
-    def on_epoch(self, t, record: dict[str, Any]) -> None:
-        if self.fmt is output.Format.JSON:
-            output.emit(record)
-        line = (f"epoch {record['epoch']:>3}  iter {record['iter']:>6}/{t.total}  loss {record['train_loss']:.4f}  "
-                f"train err {record['train_error']:5.2f}%")
-        if "test_error" in record:
-            line += f"  test err {record['test_error']:5.2f}%"
-        line += f"  {record['images_per_s']:,.0f} img/s"
-        (self.bar.console if self.bar is not None else self.console).print(line)
-
-    def on_end(self, t, summary) -> None:
-        if self.bar is not None:
-            self.bar.stop()

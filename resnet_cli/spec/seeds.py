@@ -2,7 +2,7 @@
 
     3        seed 3 alone
     0,3,7    those seeds, in that order
-    0..4     a range, both ends included: 0, 1, 2, 3, 4
+    0..4     a range, both ends included: 0, 1, 2, 3, 4 (0-4 says the same)
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ def parse(text: str) -> list[int]:
     """'3' -> [3]; '0,3,7' -> [0, 3, 7]; '5..7' -> [5, 6, 7]; '7,' -> [7]."""
     compact = text.replace(" ", "")
     try:
-        if ".." in compact:
-            lo, hi = (int(p) for p in compact.split(".."))
+        if ".." in compact or "-" in compact:
+            lo, hi = (int(p) for p in compact.replace("..", "-").split("-"))
             seeds = list(range(lo, hi + 1))
         else:
             seeds = [int(p) for p in compact.split(",") if p]

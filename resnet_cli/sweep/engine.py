@@ -97,9 +97,10 @@ class SweepResult:
 
 
 def execute(plan: Plan, jobs: int | None = None, notify: Notify | None = None,
-            launcher: Launcher | None = None) -> SweepResult:
+            launcher: Launcher | None = None, stack: int = 0) -> SweepResult:
     """Run every unfinished run of the plan: where `launcher` puts them, by default in this process
-    for one job and on `jobs` local workers for more (None: auto_jobs)."""
+    for one job and on `jobs` local workers for more (None: auto_jobs), up to `stack` runs of a row
+    as one stacked net (0: none; stacks.py)."""
     notify = notify or (lambda run, outcome: None)
     outcomes: dict[str, Outcome] = {}
     todo: list[PlannedRun] = []
@@ -116,7 +117,7 @@ def execute(plan: Plan, jobs: int | None = None, notify: Notify | None = None,
             todo.append(run)
     if not todo:
         return SweepResult(outcomes)
-    launcher = launcher or local(jobs, len(todo))
+    launcher = launcher or local(jobs, len(todo), stack)
     with StopFlag() as sig:
         launcher.launch(plan, todo, outcomes, notify, sig)
     return SweepResult(outcomes, sig.signum)

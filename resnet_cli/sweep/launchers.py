@@ -26,7 +26,7 @@ from .. import errors
 from ..errors import UserError
 from ..runs.files import LOG
 from ..training.signals import StopFlag
-from . import one_run
+from . import stacks
 from .one_run import Notify, Outcome, SweepStopped
 from .plan import Plan, PlannedRun
 
@@ -57,68 +57,80 @@ def auto_jobs(todo: int) -> int:
 
 
 
-def local(jobs: int | None, todo: int) -> Launcher:
-    """In this process for one job, else that many workers (None: auto_jobs)."""
+def local(jobs: int | None, todo: int, stack: int = 0) -> Launcher:
+    """In this process for one job, else that many workers (None: auto_jobs); `stack`: at most that
+    many runs of a row as one stacked net (0: none, stacks.py)."""
     jobs = jobs or auto_jobs(todo)
-    return InProcess() if jobs == 1 else Workers(jobs)
+    return InProcess(stack) if jobs == 1 else Workers(jobs, stack)
 
 
 class InProcess:
-    """One run after another in this process (`--jobs 1`)."""
+    """One run (or stack, stacks.py) after another in this process (`--jobs 1`)."""
+
+    def __init__(self, stack: int = 0):
+        self.stack = stack
 
     def launch(self, plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify,
                sig: StopFlag) -> None:
-        for run in todo:
+        for unit in stacks.units(todo, self.stack)[0]:
             if sig.signum is not None:
                 break
-            notify(run, None)
+            for run in unit.runs:
+                notify(run, None)
             try:
-                outcome = one_run.run_one(plan, run)
+                results = stacks.run_unit(plan, unit)
             except UserError as exc:
-                outcome = Outcome("error", exc.message, code=exc.code)
-            outcomes[run.key] = outcome
-            notify(run, outcome)
-            if outcome.status == "error":
-                # A run that cannot start (data missing, no such device) says the same for the rest.
-                raise SweepStopped(run, outcome.message)
-            if outcome.status == "interrupted":  # the trainer caught the signal, saved and returned
+                results = {run.key: Outcome("error", exc.message, code=exc.code) for run in unit.runs}
+            for run in unit.runs:
+                outcome = outcomes[run.key] = results[run.key]
+                notify(run, outcome)
+            for run in unit.runs:
+                if results[run.key].status == "error":
+                    # A run that cannot start (data missing, no such device) says the same for the rest.
+                    raise SweepStopped(run, results[run.key].message)
+            if any(o.status == "interrupted" for o in results.values()):  # the trainer caught the signal
                 sig.signum = sig.signum or signal.SIGINT
                 break
 
 
 class Workers:
-    """`jobs` worker processes (workers.py), the longest runs first."""
+    """`jobs` worker processes (workers.py), the longest runs (or stacks) first."""
 
-    def __init__(self, jobs: int):
+    def __init__(self, jobs: int, stack: int = 0):
         self.jobs = jobs
+        self.stack = stack
 
     def launch(self, plan: Plan, todo: list[PlannedRun], outcomes: dict[str, Outcome], notify: Notify,
                sig: StopFlag) -> None:
         from . import workers
 
         # Longest first (LPT): a 1202-layer run started last would leave the other workers idle.
-        todo = sorted(todo, key=lambda run: -_cost(run))
+        todo_units = sorted(stacks.units(todo, self.stack)[0], key=lambda unit: -sum(map(_cost, unit.runs)))
         shares = workers.shares(self.jobs, cpu_cores(), gpu_count(), os.environ.get("CUDA_VISIBLE_DEVICES"))
         stopped: list[SweepStopped] = []
 
-        def done(run: PlannedRun, result: workers.Done) -> bool:
+        def done(unit: stacks.Unit, result: workers.Done) -> bool:
             if not result.started:
                 return False  # stopped before it began: nothing to report, rerun to start it
-            if result.error is None:
-                outcome = result.result
-            elif result.died and sig.signum is not None:
-                outcome = Outcome("interrupted")  # ended by the stop (a second Ctrl-C): resumes from its checkpoint
-            else:
-                outcome = Outcome("error", f"{result.error}; log: {run.path / LOG}", code=errors.FAILED)
-            outcomes[run.key] = outcome
-            notify(run, outcome)
-            if outcome.status == "error" and outcome.code == errors.USAGE and not stopped:
-                stopped.append(SweepStopped(run, outcome.message))
-                return True  # the same input error would stop every other run too
-            return False
+            for run in unit.runs:
+                if result.error is None:
+                    outcome = result.result[run.key]
+                elif result.died and sig.signum is not None:
+                    outcome = Outcome("interrupted")  # ended by the stop (a second Ctrl-C): resumes from its checkpoint
+                else:
+                    outcome = Outcome("error", f"{result.error}; log: {unit.runs[0].path / LOG}", code=errors.FAILED)
+                outcomes[run.key] = outcome
+                notify(run, outcome)
+                if outcome.status == "error" and outcome.code == errors.USAGE and not stopped:
+                    stopped.append(SweepStopped(run, outcome.message))
+            return bool(stopped)  # the same input error would stop every other run too
 
-        workers.run_queue([(plan, run) for run in todo], _run_logged, shares, sig,
-                          on_start=lambda item: notify(item[1], None),
+        def started(unit: stacks.Unit) -> None:
+            for run in unit.runs:
+                notify(run, None)
+
+        workers.run_queue([(plan, unit) for unit in todo_units], _run_logged, shares, sig,
+                          on_start=lambda item: started(item[1]),
                           on_done=lambda item, result: done(item[1], result))
         if stopped:
             raise stopped[0]
@@ -131,24 +143,32 @@ def _cost(run: PlannedRun) -> float:
     return run.spec.model.depth * (o.iters if o.iters is not None else o.epochs * 100)
 
 
-def _run_logged(item: tuple[Plan, PlannedRun]) -> Outcome:
-    """One run inside a worker process, its output (warnings, errors, a traceback) in its own log."""
-    plan, run = item
-    log = run.path / LOG
-    run.path.mkdir(parents=True, exist_ok=True)
+def _run_logged(item: tuple[Plan, stacks.Unit]) -> dict[str, Outcome]:
+    """One unit inside a worker process, its output (warnings, errors, a traceback) in its first
+    run's log (a stack's other runs name that log in theirs)."""
+    plan, unit = item
+    log = unit.runs[0].path / LOG
+    for run in unit.runs:
+        run.path.mkdir(parents=True, exist_ok=True)
+        if run is not unit.runs[0]:
+            with open(run.path / LOG, "a", encoding="utf-8") as own:
+                print(f"resnet ablate: run {run.key} trained in a stack; its output is in {log}", file=own)
     tick = time.perf_counter()
+    keys = ", ".join(run.key for run in unit.runs)
     with _output_to(log):
-        print(f"resnet ablate: run {run.key} in worker process {os.getpid()}", file=sys.stderr, flush=True)
+        print(f"resnet ablate: run{'s' if len(unit.runs) > 1 else ''} {keys} in worker process {os.getpid()}",
+              file=sys.stderr, flush=True)
         try:
-            return one_run.run_one(plan, run)
+            return stacks.run_unit(plan, unit)
         except UserError as exc:
             print(f"resnet: error: {exc.message}", file=sys.stderr, flush=True)
-            return Outcome("error", f"{exc.message} (log: {log})", time.perf_counter() - tick, exc.code)
+            return {run.key: Outcome("error", f"{exc.message} (log: {log})", time.perf_counter() - tick, exc.code)
+                    for run in unit.runs}
         except Exception as exc:  # a bug: the traceback goes to the run's log, the worker goes on
             traceback.print_exc(file=sys.stderr)
             sys.stderr.flush()
-            return Outcome("error", f"{type(exc).__name__}: {exc} (traceback in {log})".replace("\n", " "),
-                           time.perf_counter() - tick, errors.FAILED)
+            message = f"{type(exc).__name__}: {exc} (traceback in {log})".replace("\n", " ")
+            return {run.key: Outcome("error", message, time.perf_counter() - tick, errors.FAILED) for run in unit.runs}
 
 
 @contextmanager

@@ -53,12 +53,17 @@ class StackedNet(nn.Module):
         self.k = len(members)
         self.param_names, self.buffer_names = list(params), list(buffers)
         for name, value in params.items():
-            self.register_parameter(_slot(name), nn.Parameter(value.detach().clone()))
+            self.register_parameter(_slot(name), nn.Parameter(value.detach().clone(memory_format=torch.contiguous_format)))
         for name, value in buffers.items():
-            self.register_buffer(_slot(name), value.clone())
+            self.register_buffer(_slot(name), value.clone(memory_format=torch.contiguous_format))
         # The architecture alone (no storage): functional_call runs it with each member's tensors.
         # Kept out of the module tree, so parameters() and state_dict() are the stacked tensors only.
         self._skeleton = (copy.deepcopy(members[0]).to("meta"),)
+        for module in self._skeleton[0].modules():
+            # Hooks a trainer put on its net for a memory format (onednn_guard.py) do not apply: the
+            # stack computes in NCHW, one grouped convolution per layer.
+            module._forward_pre_hooks.clear()
+            module._forward_hooks.clear()
         self._skeleton[0].train(members[0].training)
         self.training = members[0].training
 

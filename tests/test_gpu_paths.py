@@ -280,6 +280,21 @@ def test_gpu_check_reads_the_bench_rows_it_reports(in_tmp):
     assert row["goal_min"] is None and row["batch_size"] == 16
 
 
+@pytest.mark.slow  # resnet bench --stack in a child
+def test_gpu_check_reads_the_stacked_rows_it_reports(in_tmp):
+    """The stacked-seeds figures come from `resnet bench --stack 1,8 --json`: the check's reader on a
+    tiny CPU net, whose per-seed rates are the bench's rates over k (a rate misread as per seed, or
+    the k=1 row read as k=8, fails)."""
+    check = _check_module()
+    row = check.run_stack_bench("tiny", ("cifar/resnet20", "--set", "data.dataset=digits", "--set", "model.depth=8",
+                                         "--set", "model.widths=[4,8,16]", "--threads", "1", "--device", "cpu"), 300)
+    assert row["status"] == "ok" and row["device"] == "cpu", row
+    assert row["separate_images_per_s_per_seed_k1"] == pytest.approx(8 * row["separate_images_per_s_per_seed_k8"],
+                                                                     rel=0.01)
+    assert row["ratio_k8"] == pytest.approx(row["stacked_images_per_s_per_seed_k8"]
+                                            / row["separate_images_per_s_per_seed_k8"], rel=0.05)
+
+
 # -- resnet bench: no CUDA context in the parent (item 12) ---------------------------------------
 
 def test_bench_parent_checks_the_device_without_touching_the_gpu(monkeypatch, in_tmp):

@@ -9,9 +9,12 @@ so the code under test is this checkout's whatever is installed. Steps, each in 
   1. pytest tests/gpu (bf16 + channels_last, fp16 + GradScaler, compile + checkpointing,
      ResNet-1001 checkpointing memory, deterministic kill -9 resume, fp32 analyses against the CPU,
      NCCL with one process, and two where there are two GPUs);
-  2. `resnet bench cifar/resnet110` eager and compiled, then `preact/resnet1001-cifar10` eager and,
-     when the time budget allows, compiled: images/s and the projected time of the papers'
-     64k-iteration schedule (He 2016a sec. 4.2; He 2016b sec. 4).
+  2. `resnet bench cifar/resnet110` eager and compiled, then `preact/resnet1001-cifar10` eager:
+     images/s and the projected time of the papers' 64k-iteration schedule (He 2016a sec. 4.2;
+     He 2016b sec. 4);
+  3. `resnet bench --stack 1,8` on the quick studies' digits ResNet-110 and the CIFAR ResNet-20:
+     images/s per seed of 8 seeds trained as one stacked net against separate runs;
+  4. when the time budget allows, the compiled ResNet-1001.
 
 The goals checked: ResNet-110's schedule under 10 minutes, ResNet-1001's under an hour on one GPU.
 Without CUDA it writes a summary saying so and exits 0.
@@ -34,6 +37,12 @@ GOALS_MIN = {"cifar/resnet110": 10.0, "preact/resnet1001-cifar10": 60.0}  # minu
 BENCH = [  # (spec, compile, seconds it may take at most)
     ("cifar/resnet110", False, 90), ("cifar/resnet110", True, 150),
     ("preact/resnet1001-cifar10", False, 120), ("preact/resnet1001-cifar10", True, 240),
+]
+STACK_AFTER = 3  # the stacked-seeds figures run after this many BENCH rows (before compiling ResNet-1001)
+STACK = [  # (name, bench arguments, seconds it may take at most), as docs/bench.md's CPU table
+    ("digits-110", ("cifar/resnet110", "--set", "data.dataset=digits", "--set", "model.widths=[8,16,32]",
+                    "--batch-size", "64"), 90),
+    ("cifar-20", ("cifar/resnet20", "--set", "data.dataset=synthetic"), 90),
 ]
 
 
@@ -109,6 +118,25 @@ def run_bench(spec: str, compiled: bool, timeout: float, steps: int = 20, extra:
             "runtime": r.get("runtime"), "wall_s": round(time.time() - t0, 1)}
 
 
+def run_stack_bench(name: str, args: tuple[str, ...], timeout: float) -> dict:
+    """8 seeds as one stacked net against separate runs: images/s per seed and the ratio."""
+    cmd = [sys.executable, "-m", "resnet_cli", "bench", *args, "--stack", "1,8", "--rounds", "1", "--steps", "20",
+           "--warmup", "5", "--json"]
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"spec": name, "stack": 8, "status": f"timed out after {timeout:.0f} s"}
+    rows = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    rows = {r["members"]: r for r in rows if r.get("event") == "stack"}
+    if p.returncode or 8 not in rows:
+        return {"spec": name, "stack": 8, "status": f"failed (exit {p.returncode})", "stderr_tail": p.stderr[-2000:]}
+    return {"spec": name, "stack": 8, "status": "ok", "device": rows[8]["device"],
+            **{f"{key}_k{k}": round(rows[k][key], 1 if key != "ratio" else 2) for k in rows
+               for key in ("separate_images_per_s_per_seed", "stacked_images_per_s_per_seed", "ratio")},
+            "wall_s": round(time.time() - t0, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="gpu-check.json", help="the summary file (JSON)")
@@ -131,7 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     summary["tests"] = run_tests(timeout=max(60.0, args.budget * 0.5), junit=out.with_suffix(".junit.xml"))
     write()
     summary["bench"] = []
-    for spec, compiled, limit in BENCH:
+    for i, (spec, compiled, limit) in enumerate(BENCH):
+        if i == STACK_AFTER:
+            stack_bench(summary, args.budget - (time.time() - t0))
+            write()
         left = args.budget - (time.time() - t0)
         if left < 30:
             summary["bench"].append({"spec": spec, "compile": compiled, "status": "not run: time budget spent"})
@@ -141,15 +172,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-check: {spec} compile={compiled}: " + (f"{row['images_per_s']:,.0f} img/s, 64k schedule "
               f"{row['projected_schedule_min']:.1f} min" if row["status"] == "ok" else row["status"]), file=sys.stderr)
         write()
+    if "stack" not in summary:
+        stack_bench(summary, args.budget - (time.time() - t0))
     ok_rows = [r for r in summary["bench"] if r["status"] == "ok"]
     summary["goals"] = {spec: {"goal_min": goal, "best_min": min((r["projected_schedule_min"] for r in ok_rows
                                                                     if r["spec"] == spec), default=None)}
                         for spec, goal in GOALS_MIN.items()}
     # A run the budget did not reach (compiling ResNet-1001 takes minutes) is incomplete, not failed:
     # `--budget 900` gives it the time.
-    failed = [r for r in summary["bench"] if r["status"].startswith("failed")]
-    summary["incomplete"] = [f"{r['spec']} compile={r['compile']}: {r['status']}" for r in summary["bench"]
-                             if r["status"] != "ok" and r not in failed]
+    runs = summary["bench"] + summary["stack"]
+    failed = [r for r in runs if r["status"].startswith("failed")]
+    summary["incomplete"] = [f"{r['spec']} " + (f"compile={r['compile']}" if "compile" in r else "--stack 8")
+                             + f": {r['status']}" for r in runs if r["status"] != "ok" and r not in failed]
     passed = summary["tests"].get("status") == "passed" and not failed
     summary["result"] = "passed" if passed else "failed"
     write()
@@ -157,6 +191,21 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(ok_rows)}/{len(BENCH)} bench runs ({len(summary['incomplete'])} not reached); summary in {out}",
           file=sys.stderr)
     return 0 if passed else 1
+
+
+def stack_bench(summary: dict, left: float) -> None:
+    summary["stack"] = []
+    for name, args, limit in STACK:
+        if left < 30:
+            summary["stack"].append({"spec": name, "stack": 8, "status": "not run: time budget spent"})
+            continue
+        t0 = time.time()
+        row = run_stack_bench(name, args, timeout=min(limit, left))
+        left -= time.time() - t0
+        summary["stack"].append(row)
+        print(f"gpu-check: {name} --stack 8: " + (f"{row['stacked_images_per_s_per_seed_k8']:,.0f} img/s per seed "
+              f"stacked, {row['separate_images_per_s_per_seed_k8']:,.0f} separate ({row['ratio_k8']:.2f}x)"
+              if row["status"] == "ok" else row["status"]), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -329,11 +329,23 @@ def test_gpu_check_summary_passes_with_unreached_runs_and_fails_on_a_failed_one(
             return {"spec": spec, "compile": True, "status": "timed out after 30 s"}
         return {"spec": spec, "compile": compiled, "status": "ok", "images_per_s": 9e3, "projected_schedule_min": 9.0}
 
+    def stack(name, args, timeout):
+        if name == "cifar-20":
+            return {"spec": name, "stack": 8, "status": "timed out after 90 s"}
+        return {"spec": name, "stack": 8, "status": "ok", "stacked_images_per_s_per_seed_k8": 190.0,
+                "separate_images_per_s_per_seed_k8": 135.0, "ratio_k8": 1.41}
+
     monkeypatch.setattr(check, "run_bench", bench)
+    monkeypatch.setattr(check, "run_stack_bench", stack)
     assert check.main(["--out", str(tmp_path / "a.json")]) == 0
     a = json.loads((tmp_path / "a.json").read_text())
-    assert a["result"] == "passed" and len(a["incomplete"]) == 1
+    assert a["result"] == "passed" and a["incomplete"] == [
+        "preact/resnet1001-cifar10 compile=True: timed out after 30 s", "cifar-20 --stack 8: timed out after 90 s"]
     assert a["goals"]["cifar/resnet110"] == {"goal_min": 10.0, "best_min": 9.0}
+    assert [r["spec"] for r in a["stack"]] == ["digits-110", "cifar-20"] and a["stack"][0]["ratio_k8"] == 1.41
+    monkeypatch.setattr(check, "run_stack_bench", lambda name, args, timeout: {"spec": name, "stack": 8,
+                                                                               "status": "failed (exit 1)"})
+    assert check.main(["--out", str(tmp_path / "c.json")]) == 1  # a stacked bench that fails fails the check
     monkeypatch.setattr(check, "run_bench", lambda spec, compiled, timeout: {"spec": spec, "compile": compiled,
                                                                              "status": "failed (exit 1)"})
     assert check.main(["--out", str(tmp_path / "b.json")]) == 1

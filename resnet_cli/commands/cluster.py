@@ -119,10 +119,10 @@ def run(plan, request: Request, json_: bool, final: Callable[[Any, dict[str, str
                  if on] + [f"--{k.replace('_', '-')}" for k, v in flags.items() if v not in (None, [])]
         raise UserError(f"{given[0]} is for --launcher slurm")
     s = slurm.settings(cluster, flags)
-    todo = slurm.pending(plan)
+    todo = sweep.triage(plan)  # the runs the array would take: todo, less the running ones
     console = output.stderr()
-    for key, message in todo.refused.items():
-        console.print(f"[red]run {key} not submitted[/]: {escape(message)}")
+    for key, exc in todo.refused.items():
+        console.print(f"[red]run {key} not submitted[/]: {escape(exc.message)}")
     if dry_run:
         if json_:
             output.emit({"event": "dry_run", "runs": [r.key for r in todo.todo], "script": slurm.script(plan, s, len(todo.todo))})

@@ -19,13 +19,12 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from ..errors import UserError
 from ..runs.reader import RunRecord
 from ..training.signals import StopFlag
 from .launchers import Launcher, auto_jobs, local
 from .one_run import (Notify, Outcome, SweepStopped, check_data, check_reusable, is_finished,  # noqa: F401
-                      run_one, write_study_json)  # (re-exported: the engine's API for the commands)
-from .plan import Plan, PlannedRun
+                      run_one, triage, write_study_json)  # (re-exported: the engine's API for the commands)
+from .plan import Plan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,18 +102,16 @@ def execute(plan: Plan, jobs: int | None = None, notify: Notify | None = None,
     as one stacked net (0: none; stacks.py)."""
     notify = notify or (lambda run, outcome: None)
     outcomes: dict[str, Outcome] = {}
-    todo: list[PlannedRun] = []
+    now = triage(plan)
     for run in plan.runs:
-        try:
-            check_reusable(run)
-        except UserError as exc:
+        if (exc := now.refused.get(run.key)) is not None:
             outcomes[run.key] = Outcome("error", exc.message, code=exc.code)
             notify(run, outcomes[run.key])
-            continue
-        if (rec := RunRecord.read(run.path)).finished:
-            outcomes[run.key] = Outcome("skipped", rec.status)
-        else:
-            todo.append(run)
+        elif run.key in now.finished:
+            outcomes[run.key] = Outcome("skipped", now.finished[run.key])
+    # A run another process holds is the launcher's to decide: a local one tries it and reports the
+    # lock (exit 4), the SLURM array leaves it out.
+    todo = [run for run in plan.runs if run.key not in outcomes]
     if not todo:
         return SweepResult(outcomes)
     launcher = launcher or local(jobs, len(todo), stack)

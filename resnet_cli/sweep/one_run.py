@@ -5,7 +5,7 @@ became of it (Outcome). The launchers (launchers.py, slurm.py) and the engine bu
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import UserError
@@ -58,6 +58,32 @@ def check_reusable(run: PlannedRun) -> None:
 
 def is_finished(run: PlannedRun) -> bool:
     return RunRecord.read(run.path).finished
+
+
+@dataclass
+class Triage:
+    """What a plan's run directories say before a launch, decided here for every launcher."""
+
+    todo: list[PlannedRun] = field(default_factory=list)  # new or unfinished, in the plan's order
+    running: list[PlannedRun] = field(default_factory=list)  # unfinished, and a process holds its lock now
+    finished: dict[str, str] = field(default_factory=dict)  # key -> completed | diverged
+    refused: dict[str, UserError] = field(default_factory=dict)  # key -> why (a directory of another spec)
+
+
+def triage(plan: Plan) -> Triage:
+    out = Triage()
+    for run in plan.runs:
+        try:
+            check_reusable(run)
+        except UserError as exc:
+            out.refused[run.key] = exc
+            continue
+        rec = RunRecord.read(run.path)
+        if rec.finished:
+            out.finished[run.key] = rec.status
+        else:
+            (out.running if rec.locked else out.todo).append(run)
+    return out
 
 
 def run_one(plan: Plan, run: PlannedRun) -> Outcome:

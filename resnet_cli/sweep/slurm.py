@@ -148,33 +148,6 @@ def _write_state(path: Path, **state: Any) -> None:
     RunDir(path).write_task_state(**state)
 
 
-@dataclass
-class Pending:
-    todo: list[PlannedRun] = field(default_factory=list)
-    finished: list[PlannedRun] = field(default_factory=list)
-    running: list[PlannedRun] = field(default_factory=list)  # a process holds the lock: left alone
-    refused: dict[str, str] = field(default_factory=dict)  # key -> why (a directory of another spec)
-
-
-def pending(plan: Plan) -> Pending:
-    """The runs the engine would launch, less those running now (what --dry-run submits)."""
-    out = Pending()
-    for run in plan.runs:
-        try:
-            one_run.check_reusable(run)
-        except UserError as exc:
-            out.refused[run.key] = exc.message
-            continue
-        rec = RunRecord.read(run.path)
-        if rec.finished:
-            out.finished.append(run)
-        elif rec.locked:
-            out.running.append(run)
-        else:
-            out.todo.append(run)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # One array task
 

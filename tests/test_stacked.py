@@ -1,4 +1,5 @@
-"""Stacked seeds (training/stacked.py): k seeds trained as one net step as k separate runs do.
+"""Stacked seeds (training/stacked.py, stepped by training/stacked_run.py's StackedRun as `resnet
+train --seeds --stack` steps them): k seeds trained as one net step as k separate runs do.
 
 The reference is the real thing: `Trainer` run alone for each seed, 20 steps. Not bitwise: vmap
 computes a member's convolution inside one grouped kernel, which sums in another order than the
@@ -16,7 +17,8 @@ import torch
 from resnet_cli import data as data_mod
 from resnet_cli import spec as S
 from resnet_cli.model.build import build_model
-from resnet_cli.training import optimizers, stacked
+from resnet_cli.training import stacked
+from resnet_cli.training.stacked_run import StackedRun
 from resnet_cli.training.trainer import Trainer
 
 SEEDS = [3, 5, 11]
@@ -39,25 +41,19 @@ def spec_of(net: dict, seed: int):
     return S.resolve(S.validate(tree))
 
 
-def train_stacked(spec, seeds, batch_seeds=None):
-    """STEPS steps of the stacked net; `batch_seeds`: whose batches each member sees (default: its own)."""
-    data = data_mod.load(spec.data)
-    net = stacked.build(lambda: build_model(spec.model, data.in_channels, data.num_classes), seeds)
-    optimizer = optimizers.build(net, spec.optim)
-    o = spec.optim
-    batches = stacked.StackedBatches([data_mod.batches_for(data, "train", o.batch_size, spec.data.augment,
-                                                           spec.data.pad, "cpu", s) for s in batch_seeds or seeds])
-    step, epoch = 0, 0
-    while step < STEPS:
-        for x, y in batches.epoch(epoch):
-            optimizer.zero_grad(set_to_none=False)
-            stacked.member_losses(net(x), y).sum().backward()
-            optimizer.step()
-            step += 1
-            if step == STEPS:
-                break
-        epoch += 1
-    return net
+def train_stacked(spec, seeds, batch_seeds=None) -> list[dict]:
+    """STEPS steps of the stacked net, as `resnet train --seeds --stack` takes them (StackedRun over
+    each seed's own Trainer); each member's weights after. `batch_seeds`: whose batches each member
+    sees (default: its own)."""
+    members = [Trainer(spec.model_copy(update={"run": spec.run.model_copy(update={"seed": s})})) for s in seeds]
+    run = StackedRun(members)
+    if batch_seeds:
+        data, o = members[0].data, spec.optim
+        run.batches = stacked.StackedBatches([data_mod.batches_for(data, "train", o.batch_size, spec.data.augment,
+                                                                   spec.data.pad, "cpu", s) for s in batch_seeds])
+    run.run()
+    assert all(m.p.iteration == STEPS for m in members)
+    return [{k: v.detach().clone() for k, v in m.model.state_dict().items()} for m in members]
 
 
 def gap(a: dict, b: dict) -> float:
@@ -83,16 +79,16 @@ def test_each_member_ends_where_its_separate_run_ends():
             alone[seed] = {k: v.detach() for k, v in trainer.model.state_dict().items()}
             torch.manual_seed(seed)
             start[seed] = build_model(spec.model, 1, 10).state_dict()
-        net = train_stacked(spec_of(net_tree, SEEDS[0]), SEEDS)
+        states = train_stacked(spec_of(net_tree, SEEDS[0]), SEEDS)
         for i, seed in enumerate(SEEDS):
-            mine = net.member_state(i)
+            mine = states[i]
             assert set(mine) == set(alone[seed])
             drifts[kind, seed] = drift(mine, alone[seed], start[seed])
             close += gap(mine, alone[seed]) <= 1e-5
         # Planted once, kept: members that all see the first seed's batches must fail this test
         # (the second member starts from its own weights but follows another run's data order).
         shared = train_stacked(spec_of(net_tree, SEEDS[0]), SEEDS, batch_seeds=[SEEDS[0]] * len(SEEDS))
-        assert drift(shared.member_state(1), alone[SEEDS[1]], start[SEEDS[1]]) > 0.2, kind
+        assert drift(shared[1], alone[SEEDS[1]], start[SEEDS[1]]) > 0.2, kind
     assert max(drifts.values()) <= 0.1, drifts
     assert close >= 9, drifts
 

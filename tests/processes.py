@@ -61,6 +61,7 @@ def spawn(*args, cwd: Path | None = None, pause: int | str | None = None, env: d
     until `marker(cwd)` is removed; `held` waits for it to get there."""
     env = dict(ENV if env is None else env)
     if pause is not None:
+        assert not marker(cwd).exists(), f"{marker(cwd)} is left from an earlier pause: held() would not wait"
         env["RESNET_TEST_PAUSE"] = f"{pause}:{marker(cwd)}"
     kw.setdefault("stdout", subprocess.PIPE)
     kw.setdefault("stderr", subprocess.PIPE)
@@ -105,9 +106,10 @@ def handled(path: Path, proc: subprocess.Popen, timeout: float = 60) -> int:
 def kill_at(step: int, *args, cwd: Path) -> None:
     """`resnet ARGS` held after `step` (no sleeps, no race), then SIGKILLed: nothing after the
     step runs, no handler, no final save."""
-    proc, _ = start_paused(step, *args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, path = start_paused(step, *args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    path.unlink()  # the killed child cannot: a stale marker would "hold" the next child before it starts
 
 
 def killed_and_resumed_is_bitwise(tmp_path: Path, run: list[str], kill: int = 35, saved: int = 30) -> dict:

@@ -7,11 +7,12 @@ again the separate run (`resnet train --seeds` without --stack), read from its r
 
 import json
 import math
+import signal
 
 import pytest
 import torch
 
-from processes import kill_at, resnet
+from processes import handled, kill_at, resnet, start_paused
 from resnet_cli import spec as S
 from resnet_cli.runs.reader import RunRecord
 from resnet_cli.training import stacked_run
@@ -74,6 +75,34 @@ def test_a_stack_killed_mid_epoch_resumes_bitwise(tmp_path):
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
         sa, sb = (RunRecord.read(tmp_path / d / f"seed{seed}").summary for d in ("ref", "run"))
         assert sa["train_loss"] == sb["train_loss"] and sa["test_error"] == sb["test_error"]
+
+
+def test_a_seed_left_alone_trains_as_its_ordinary_run_and_stops_on_a_signal(tmp_path):
+    """`--stack 3` over four seeds: seed 3, left alone, trains as the ordinary run (no stack in its
+    meta.json, weights bitwise those of `train --seeds 3`). Killed in the stack of 0-2 (at step 15,
+    their checkpoints at 10) and resumed with seed 3 named first, seed 3 trains alone first while
+    the last member opened holds the signal handlers: a SIGINT at its step 5 still stops it there
+    (saved, interrupted, exit 130), and the stack after it does not start."""
+    args = [*NET, "--set", "data.train_subset=640", "--iters", "30", "--set", "train.checkpoint_every=10"]
+    ref = resnet("train", *args, "--seeds", "0,1,2,3", "--stack", "3", "--out", "ref", cwd=tmp_path)
+    alone = resnet("train", *args, "--seeds", "3", "--out", "alone", cwd=tmp_path)
+    assert ref.returncode == 0 and alone.returncode == 0, ref.stderr + alone.stderr
+    meta = json.loads((tmp_path / "ref" / "seed3" / "meta.json").read_text())
+    assert "stack" not in meta and json.loads((tmp_path / "ref" / "seed0" / "meta.json").read_text())["stack"]
+    a, b = weights(tmp_path / "ref" / "seed3"), weights(tmp_path / "alone" / "seed3")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+    kill_at(15, "train", *args, "--seeds", "0,1,2,3", "--stack", "3", "--out", "run", cwd=tmp_path)
+    proc, marker = start_paused(5, "train", *args, "--seeds", "3,0,1,2", "--stack", "3", "--out", "run",
+                                "--resume", "auto", cwd=tmp_path)
+    proc.send_signal(signal.SIGINT)
+    assert handled(marker, proc) == signal.SIGINT  # seed 3's loop saw it
+    marker.unlink()
+    assert proc.wait(timeout=120) == 130, proc.stderr.read()
+    assert RunRecord.read(tmp_path / "run" / "seed3").summary["status"] == "interrupted"
+    assert weights(tmp_path / "run" / "seed3")["progress"]["iteration"] == 5
+    for seed in (0, 1, 2):
+        assert weights(tmp_path / "run" / f"seed{seed}")["progress"]["iteration"] == 10
 
 
 def tiny_spec(seed: int, **model):

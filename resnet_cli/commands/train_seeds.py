@@ -56,7 +56,7 @@ def run(spec: Spec, seeds: list[int], *, stack: int, fmt: output.Format, out: st
     summaries: list[dict[str, Any]]
     if stack and reason is None:
         summaries = stacked_run.train(specs, paths_of(specs), resume="auto" if resume else "never", cap=stack,
-                                      callbacks=[StackProgress(fmt)], say=output.info)
+                                      callbacks=[StackProgress(fmt)], alone=[TerminalProgress(fmt)], say=output.info)
     else:
         from ..training.session import open_run
 

@@ -44,11 +44,7 @@ def units(todo: list[PlannedRun], cap: int) -> tuple[list[Unit], dict[str, str]]
             reasons[runs[0].row.label] = reason
             out += [Unit((run,)) for run in runs]
         else:
-            # A stack of one is the slower way to train one run (vmap's overhead with nothing to
-            # share: about half the separate rate, docs/bench.md), so a seed the cap leaves on its
-            # own trains as an ordinary run.
-            chunks = [tuple(runs[at:at + cap]) for at in range(0, len(runs), cap)]
-            out += [Unit(chunk, stacked=len(chunk) > 1) for chunk in chunks]
+            out += [Unit(tuple(runs[at:at + cap]), stacked=True) for at in range(0, len(runs), cap)]
     return out, reasons
 
 

@@ -268,11 +268,31 @@ class StackedRun:
 # -- the runs around the stack ----------------------------------------------------------------------
 
 
+class _AnyStop:
+    """The stop flag of a member trained alone among others: a signal reaches whichever member's
+    flag took over SIGINT/SIGTERM last (each session installs its own, in order), so the member
+    stops on any of them; the sessions put the handlers back as they close, in reverse order, so
+    this member's run puts back none."""
+
+    def __init__(self, flags: Sequence[Any]):
+        self.flags = list(flags)
+
+    @property
+    def signum(self) -> int | None:
+        return next((f.signum for f in self.flags if f.signum is not None), None)
+
+    def restore(self) -> None:
+        pass
+
+
 def train(specs: Sequence[Spec], paths: Sequence[Path], *, resume: str = "never", cap: int = 1 << 30,
-          callbacks: Sequence[Any] = (), say: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
+          callbacks: Sequence[Any] = (), alone: Sequence[Any] = (),
+          say: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
     """Train the runs of `specs` (one row, seeds apart) in `paths` as stacks; their summaries, in
     order, at most `cap` in a stack. A run that had finished (completed or diverged) is left as it
-    is and its summary read."""
+    is and its summary read. `callbacks` hear each stack; `alone`, a run left on its own (a stack
+    of one trains as the ordinary run it is: vmap's overhead with nothing to share would halve its
+    speed, docs/bench.md)."""
     summaries: dict[int, dict[str, Any]] = {}
     todo = []
     for i, path in enumerate(paths):
@@ -295,12 +315,20 @@ def train(specs: Sequence[Spec], paths: Sequence[Path], *, resume: str = "never"
             for start in sorted({sessions[i].trainer.p.iteration for i in waiting}):
                 group = [i for i in waiting if sessions[i].trainer.p.iteration == start]
                 for at in range(0, len(group), cap):
-                    StackedRun([sessions[i].trainer for i in group[at:at + cap]], callbacks).run()
+                    chunk = group[at:at + cap]
+                    if len(chunk) == 1:
+                        trainer = sessions[chunk[0]].trainer
+                        trainer.callbacks += alone
+                        trainer.stop = _AnyStop([sessions[i].trainer.stop for i in waiting])
+                        summaries[chunk[0]] = trainer.run()  # its summary written, as a stack's below
+                    else:
+                        StackedRun([sessions[i].trainer for i in chunk], callbacks).run()
             for i in waiting:
                 session = sessions[i]
-                if session.trainer.status == "running":  # it reached the budget
-                    session.trainer.status = "completed"
-                summaries[i] = session.trainer._finish()
+                if i not in summaries:
+                    if session.trainer.status == "running":  # it reached the budget
+                        session.trainer.status = "completed"
+                    summaries[i] = session.trainer._finish()
                 if (session.fresh and summaries[i]["status"] == "interrupted"
                         and not session.run_dir.file(CHECKPOINT).exists()):
                     session.run_dir.remove_unstarted()  # signalled before its first step

@@ -41,6 +41,10 @@ def test_each_seed_is_its_own_ordinary_run(tmp_path):
     separate = resnet("train", *args, "--out", "separate", cwd=tmp_path)
     assert stacked.returncode == 0 and separate.returncode == 0, stacked.stderr + separate.stderr
     assert "as one stacked net" in stacked.stderr and "stacked" not in separate.stderr
+    def seeds_of_epochs(res):  # a pipe reading several seeds' records must tell them apart
+        return [r.get("seed") for r in map(json.loads, res.stdout.splitlines()) if r["event"] == "epoch"]
+
+    assert seeds_of_epochs(stacked) == [3, 5, 3, 5] and seeds_of_epochs(separate) == [3, 3, 5, 5]
     summaries = [json.loads(line) for line in stacked.stdout.splitlines() if '"summary"' in line]
     assert [(s["seed"], s["status"], s["iterations"]) for s in summaries] == [(3, "completed", 20), (5, "completed", 20)]
     for seed, other in ((3, 5), (5, 3)):

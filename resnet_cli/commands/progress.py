@@ -50,8 +50,9 @@ class TerminalProgress:
     epoch records also go to stdout, one object per line. The bar must not capture stdout (rich's
     Live does by default, even on a stderr console): the records reach the pipe whatever stderr is."""
 
-    def __init__(self, fmt: output.Format):
+    def __init__(self, fmt: output.Format, seeds: bool = False):
         self.fmt = fmt
+        self.seeds = seeds  # one of several seeds (train --seeds): its records say which, as a stack's do
         self.console = output.stderr()
         self.live = sys.stderr.isatty()
         self.bar = None
@@ -74,7 +75,7 @@ class TerminalProgress:
 
     def on_epoch(self, t, record: dict[str, Any]) -> None:
         if self.fmt is output.Format.JSON:
-            output.emit(record)
+            output.emit({**record, "seed": t.spec.run.seed} if self.seeds else record)
         line = (f"epoch {record['epoch']:>3}  iter {record['iter']:>6}/{t.total}  loss {record['train_loss']:.4f}  "
                 f"train err {record['train_error']:5.2f}%")
         if "test_error" in record:

@@ -56,14 +56,14 @@ def run(spec: Spec, seeds: list[int], *, stack: int, fmt: output.Format, out: st
     summaries: list[dict[str, Any]]
     if stack and reason is None:
         summaries = stacked_run.train(specs, paths_of(specs), resume="auto" if resume else "never", cap=stack,
-                                      callbacks=[StackProgress(fmt)], alone=[TerminalProgress(fmt)], say=output.info)
+                                      callbacks=[StackProgress(fmt)], alone=[TerminalProgress(fmt, seeds=True)], say=output.info)
     else:
         from ..training.session import open_run
 
         summaries = []
         for member, path in zip(specs, paths_of(specs)):
             with open_run(member, path, resume="auto" if resume else "never",
-                          callbacks=[TerminalProgress(fmt)], say=output.info) as session:
+                          callbacks=[TerminalProgress(fmt, seeds=True)], say=output.info) as session:
                 summaries.append(session.train())
             if summaries[-1]["status"] == "interrupted":
                 break  # a signal stops the seeds still to come as well

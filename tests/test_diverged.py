@@ -52,7 +52,7 @@ def test_a_row_that_diverged_at_two_of_three_seeds_counts_them_at_chance(tmp_pat
     assert b["n"] == 3 and b["diverged"] == 2 and b["diverged_seeds"] == [1, 2]
     assert b["test_error_median"] == 90.0 and b["test_errors"] == [5.0, 90.0, 90.0]
     assert b["status"] == "diverged 2/3"
-    (pair,) = table.comparison["pairs"]
+    (pair,) = table.comparison["claims"]  # no claims declared: the one pair with paper figures is the family
     assert pair["seeds"] == [0, 1, 2]
     assert math.isclose(pair["mean"], ((5 - 10) + (90 - 11) + (90 - 12)) / 3)
     console = Console(width=160, record=True)

@@ -192,27 +192,28 @@ def test_degrade_reading_from_the_paired_differences_by_hand():
     # residual - plain training accuracy per seed +0.30 +0.25 +0.40: all positive, sign-flip p 2/8;
     # test accuracy +0.10 -0.05 +0.02 (sum 0.07): |sum| >= 0.07 for 6 of the 8 sign patterns, p 0.75.
     # Holm over the grid's two pairs: 0.25 * 2 = 0.5, then 0.75. Three seeds resolve nothing.
-    # t-interval of the training gap by hand: mean 0.3167, sd 0.0764, t(0.975, 2) = 4.3027.
-    from resnet_cli.results import evidence
+    # The training gap's interval by hand: Walsh averages of 0.30 0.25 0.40 are 0.25 0.275 0.30 0.325
+    # 0.35 0.40; at n = 3 the exact signed-rank interval is [min, max] of them, covering 75%.
+    from resnet_cli.results import evidence, power
 
     plain = {0: 0.60, 1: 0.70, 2: 0.55}
     res = {0: 0.90, 1: 0.95, 2: 0.95}
     plain_t, res_t = {0: 0.80, 1: 0.90, 2: 0.88}, {0: 0.90, 1: 0.85, 2: 0.90}
     paired = {"train_acc": evidence.paired(plain, res), "test_acc": evidence.paired(plain_t, res_t)}
     evidence.adjust(list(paired.values()))
+    for p in paired.values():
+        p["seeds_needed"] = power.seeds_needed(p["diffs"], 2)
     row = {"event": "summary", "net": "residual", "depth": 26, "paired": paired}
     text = R.degrade_pairs([row])
-    half = 4.302653 * 0.076376 / 3 ** 0.5
-    assert text.startswith("Paired by seed (sign-flip test, Holm over the grid's pairs; 95% t-interval of the "
-                           "mean difference); 3 seeds cannot resolve a pair at 5%: ")
-    assert (f"training accuracy: +31.7 points [{100 * (0.316667 - half):+.1f}, {100 * (0.316667 + half):+.1f}] "
-            "(p 0.25, Holm 0.5), not resolved at n = 3") in text
+    assert text.startswith("Paired by seed (sign-flip test, Holm over the grid's pairs; the mean difference, and "
+                           "the Hodges-Lehmann interval with the coverage it has); 3 seeds cannot resolve a pair at 5%: ")
+    assert "training accuracy: +31.7 points [+25.0, +40.0] 75% (p 0.25, Holm 0.5), not resolved at n = 3" in text
     assert "test accuracy: +2.3 points" in text and "(p 0.75, Holm 0.75), not resolved at n = 3" in text
-    # Seeds for the test gap: the normal approximation ((1.96 + 0.84) * sd / gap)^2 = 81.2 is a
-    # lower bound of the t-test's n, which lies within a few seeds of it.
+    # Seeds for the test gap (mean 0.0233, sd 0.0751: 0.311 sd) at 0.05 / 2: the normal approximation
+    # ((z_.9875 + z_.8) / 0.311)^2 = 98.3; the sign-flip test is as efficient as that asymptotically.
     need = paired["test_acc"]["seeds_needed"]
-    assert 82 <= need["estimate"] <= 86 and need["range"][0] < need["estimate"] < need["range"][1]
-    assert f"about {need['estimate']} seeds ({need['range'][0]}-{need['range'][1]} over the sd's own uncertainty)" in text
+    assert 96 <= need["estimate"] <= 106 and need["range"][0] < need["estimate"] and need["range"][1] is None
+    assert f"about {need['estimate']} seeds ({need['range'][0]}-more than 200 over the sd's own uncertainty)" in text
 
 
 def test_landscape_and_ablate_rows():
@@ -247,35 +248,58 @@ def _row(i, errs, paper, fail=False, label=None, group=None):
 
 
 def test_ablate_order_counts_pairs_and_fails_by_hand():
-    # Paper order 1 < 2 < 3 < 4 < 6; ours (medians) 2 < 1 < 3 < 6, and 4 diverged (last). Pairs: (4, 6)
-    # both fail here and 4 has no completed seed, so 4 is in none: 6 pairs. Three seeds cannot
-    # resolve any: the smallest sign-flip p is 2/8, and after Holm over 6 pairs a pair needs
-    # p <= 0.05/6, which takes 8 seeds (2/256). (1, 2): worse - better per seed -1.0 -0.7 +0.7, sum
-    # -1.0; |sum| >= 1.0 for 6 of the 8 sign patterns: p 0.75. Kendall's tau over 1, 2, 3, 6: one
-    # discordant pair of 6, (5 - 1) / 6 = 0.67; one-sided p: the orderings of 4 with at most one
-    # inversion, 4 of 24 = 0.167.
+    # Paper order 1 < 2 < 3 < 4 < 6; ours (medians) 2 < 1 < 3 < 6, and 4 diverged (last). No claims
+    # declared: the family is every pair with paper figures, leaving out (4, 6) (both fail here) and
+    # 4 (no completed seed): 6 pairs. Three seeds cannot resolve any: the smallest sign-flip p is 2/8,
+    # and Holm over 6 asks 0.05/6, which takes 8 seeds (2/256). (1, 2): worse - better per seed -1.0
+    # -0.7 +0.7; Walsh averages -1, -0.85, -0.7, -0.15, 0, 0.7, Hodges-Lehmann -0.425, interval
+    # [-1.0, 0.7] at 75%; |sum| >= 1.0 for 6 of 8 sign patterns: p 0.75. Kendall's tau leaves the two
+    # failing rows (4, 6) out: over 1, 2, 3 one discordant pair of 3, tau 1/3, p 3/6 (the orders of 3
+    # with at most one inversion).
     records = [_row(1, (3.0, 3.2, 2.8), 6.0), _row(2, (2.0, 2.5, 3.5), 7.0), _row(3, (9.0, 8.0, 10.0), 8.0),
                _row(4, (None, None, None), 12.0), _row(5, (88.0, 89.0, 90.0), "fail", True),
                _row(6, (90.0, 91.0, 89.0), 13.0, True)]
     text = S.ablate_order(records)
     assert text.startswith(
         "Rows with a paper figure, best first: paper 1 < 2 < 3 < 4 < 6; ours 2 < 1 < 3 < 6 < 4. "
-        "Kendall's tau 0.67 (one-sided permutation p = 0.167, exact, 4 rows). "
-        "Of its 6 pairs (leaving out pairs that both fail here) none can be resolved: 3 seeds cannot resolve a "
-        "pair at 5% after Holm over 6 pairs; 8 whose differences all agree in sign can. Gaps: 1 < 2 (paired "
-        "difference -0.33 points, sd 0.91, p 0.75, Holm 1; about ")
-    assert "resolved," not in text and "95%" not in text
+        "Kendall's tau 0.33 (one-sided permutation p = 0.500, exact, 3 rows, 2 failing rows left out). "
+        "Its 6 pairs with a paper figure (no claims declared: the family), by the sign-flip test of the "
+        "differences paired by seed with Holm's adjustment over them: 0 in the paper's order and resolved, "
+        "6 unresolved, 0 reversed and resolved. Unresolved at n = 3: r1 < r2 (difference -0.43 [-1.00, +0.70] "
+        "75%, p 0.75, Holm 1); ")
+    assert "3 seeds cannot resolve any of 6 pairs with a paper figure at 5% after Holm: the smallest exact p at " \
+           "n = 3 is 0.25; 8 seeds whose differences all agree can" in text
+    assert "in order (" not in text and "95%" not in text
     assert text.endswith("The paper's \"fail\" rows failing here: 1 of 1. Rows the paper trains that fail here: 4, 6.\n")
     # Reversed beyond the noise at 8 seeds: 2 is better at every seed, p = 2/256, one pair: no Holm cost.
     back = [_row(1, (5.0, 5.5, 6.0, 5.2, 5.8, 6.1, 5.4, 5.9), 6.0), _row(2, (3.0, 3.2, 2.9, 3.1, 3.3, 2.8, 3.0, 3.4), 7.0)]
-    assert S.ablate_order(back) == (
+    text = S.ablate_order(back)
+    assert text.startswith(
         "Rows with a paper figure, best first: paper 1 < 2; ours 2 < 1. "
-        "Of its 1 pair (leaving out pairs that both fail here), by the sign-flip test with Holm's adjustment over them: "
-        "0 in the paper's order and resolved, 0 not resolved, 1 reversed and resolved. With 8 seeds and the pairs' "
-        "median sd, the smallest gap resolvable at 5% after Holm over 1 pairs is about 0.38 (t approximation). "
-        "Reversed (resolved at n = 8): 2 ahead of 1 by 2.52 points.\n")
-    # By hand: differences 2.0 2.3 3.1 2.1 2.5 3.3 2.4 2.5, mean 2.525, sd 0.4559; t(0.975, 7) 2.3646:
-    # 2.3646 * 0.4559 / sqrt(8) = 0.381.
+        "The 1 pair with a paper figure (no claims declared: the family), by the sign-flip test of the differences "
+        "paired by seed with Holm's adjustment over them: 0 in the paper's order and resolved, 0 unresolved, 1 "
+        "reversed and resolved. Reversed (resolved at n = 8): r1 < r2 (difference -2.48 [-2.90, -2.15] 96%, "
+        "Holm p 0.00781). 8 seeds can resolve 1 pair with a paper figure at 5% after Holm")
+
+
+def test_declared_claims_are_read_apart_from_the_exploratory_pairs():
+    """A declared family of one claim (3 < 4) among four rows: the claim is resolved at 2/256 (its
+    own Holm p), the other pairs with paper figures are listed as exploratory with their raw p and
+    never in the counts."""
+    from resnet_cli.results import verdicts
+    from resnet_cli.sweep.family import Family, Member
+
+    e = (0.0, 0.5, -0.5, 0.2, -0.2, 0.3, -0.3, 0.1)
+    records = [_row(i, [10 * i + x for x in e], float(i)) for i in (1, 2, 3, 4)]
+    rows = [{"index": r["index"], "row": r["row"], "group": None, "paper": r["paper"], "median": r["test_error_median"],
+             "fail": False, "values": {"error": dict(zip(r["seeds"], r["test_errors"]))}} for r in records]
+    study = {"event": "study", **verdicts.compare(rows, Family(True, (Member("r3", "r4", "test_error", "made up"),)))}
+    text = S.ablate_order([*records, study])
+    assert ("The 1 declared claim, by the sign-flip test of the differences paired by seed with Holm's adjustment "
+            "over them: 1 in the paper's order and resolved, 0 unresolved, 0 reversed and resolved. In the paper's "
+            "order (resolved at n = 8): r3 < r4 (difference +10.00 [+10.00, +10.00] 96%, Holm p 0.00781).") in text
+    assert "Exploratory pairs (5: raw p, not adjusted, never called resolved): r1 < r2 (difference +10.00" in text
+    assert "8 seeds cannot resolve" not in text and "8 seeds can resolve 1 claim at 5% after Holm" in text
 
 
 def test_export_table_by_hand():
@@ -318,7 +342,7 @@ def test_budget_table_by_hand():
 def test_ablate_order_within_groups_by_hand():
     # Eight seeds. Within 110: paper 2 < 1, ours 1 < 2; per seed 1 - 2 all negative: reversed. Within
     # 164: paper 3 < 4, ours 3 < 4; per seed 4 - 3 all positive: in order. Across the nets nothing is
-    # paired: 2 pairs, each p = 2/256, Holm 2 * 2/256 = 0.016. 1 - 2 = -2 + e/2: mean -1.994.
+    # paired: 2 pairs, each p = 2/256, Holm 2 * 2/256 = 0.016.
     e = (0.0, 0.5, -0.5, 0.2, -0.2, 0.3, -0.3, 0.1)
     records = [_row(1, [10 + x for x in e], 6.61, label="(a) original, 110", group="ResNet-110"),
                _row(2, [12 + x / 2 for x in e], 6.37, label="(e) full pre-activation, 110", group="ResNet-110"),
@@ -326,23 +350,24 @@ def test_ablate_order_within_groups_by_hand():
                _row(4, [31 + x / 2 for x in e], 5.93, label="(a) original, 164", group="ResNet-164")]
     text = S.ablate_order(records)
     assert text.startswith("ResNet-110: rows with a paper figure, best first: paper 2 < 1; ours 1 < 2. ")
-    assert "1 reversed and resolved" in text and "Reversed (resolved at n = 8): 1 ahead of 2 by 1.99 points." in text
+    assert "1 in the paper's order and resolved, 0 unresolved, 1 reversed and resolved" in text
+    assert "Reversed (resolved at n = 8): (e) full pre-activation, 110 < (a) original, 110 (difference -2.00" in text
     assert "ResNet-164: rows with a paper figure, best first: paper 3 < 4; ours 3 < 4. " in text
-    assert "In the paper's order (resolved at n = 8): 3 < 4." in text
-    assert "Of its 6 pairs" in S.ablate_order([{**r, "group": None} for r in records])  # ungrouped: every pair
+    assert "In the paper's order (resolved at n = 8): (e) full pre-activation, 164 < (a) original, 164" in text
+    assert "Its 6 pairs" in S.ablate_order([{**r, "group": None} for r in records])  # ungrouped: every pair
 
 
-def test_a_groups_power_line_counts_the_whole_studys_holm_family():
-    # Two nets of five rows: 10 pairs within each, Holm over all 20. Eight seeds that all agree give
-    # p = 2/256 each; 20 x 2/256 = 0.156: none resolvable, and 2/2^n x 20 <= 0.05 first at n = 10
+def test_the_power_line_counts_the_whole_family_across_groups():
+    # Two nets of five rows: 10 pairs within each, one family of 20 for Holm. Eight seeds that all agree
+    # give p = 2/256 each; 20 x 2/256 = 0.156: none resolvable, and 2/2^n x 20 <= 0.05 first at n = 10
     # (2/512 x 20 = 0.078, 2/1024 x 20 = 0.039). A group's reading that counted its own 10 would say 9.
     e = (0.0, 0.5, -0.5, 0.2, -0.2, 0.3, -0.3, 0.1)
     records = [_row(i + 5 * g, [10 * (i + 1) + 50 * g + x for x in e], 5.0 + i, label=f"row {i}, net {g}",
                     group=f"net {g}") for g in (0, 1) for i in range(1, 6)]
     text = S.ablate_order(records)
-    assert text.count("Of its 10 pairs (Holm over the study's 20)") == 2
-    assert text.count("8 seeds cannot resolve a pair at 5% after Holm over 20 pairs; 10 whose differences all "
-                      "agree in sign can") == 2
+    assert "Its 20 pairs with a paper figure" in text
+    assert text.count("8 seeds cannot resolve any of 20 pairs with a paper figure at 5% after Holm: the smallest exact "
+                      "p at n = 8 is 0.00781; 10 seeds whose differences all agree can") == 1
 
 
 def test_the_note_names_command_machine_and_wall_time():
@@ -412,7 +437,8 @@ def test_every_resolved_pair_a_reading_names_is_resolved_after_holm():
 
     import numpy as np
 
-    from resnet_cli.results import evidence
+    from resnet_cli.results import verdicts
+    from resnet_cli.sweep.family import Family
 
     rng = np.random.default_rng(7)
     base = rng.normal(size=10)
@@ -420,13 +446,14 @@ def test_every_resolved_pair_a_reading_names_is_resolved_after_holm():
                for i, gap in enumerate((0.0, 0.1, 0.3, 1.0, 3.0), 1)]
     text = S.ablate_order(records)
     named = set()
-    for part in re.findall(r"(?:In the paper's order|Reversed) \(resolved at n = 10\): ([^.]*)\.", text):
-        for item in part.split(", "):
-            a, b = (int(x) for x in re.findall(r"\d+", item)[:2])
-            named.add(frozenset((a, b)))
-    pairs = evidence.compare([{"index": r["index"], "row": r["row"], "paper": r["paper"], "median": r["test_error_median"],
-                               "fail": False, "values": dict(zip(r["seeds"], r["test_errors"]))} for r in records])["pairs"]
-    resolved = {frozenset((p["better"], p["worse"])) for p in pairs if p["p_holm"] <= 0.05}
+    for part in re.findall(r"(?:In the paper's order|Reversed) \(resolved at n = 10\): (.*?)\.(?: [A-Z]|$)", text):
+        for item in re.findall(r"r(\d+) < r(\d+)", part):
+            named.add(frozenset(int(x) for x in item))
+    pairs = verdicts.compare([{"index": r["index"], "row": r["row"], "group": None, "paper": r["paper"],
+                               "median": r["test_error_median"], "fail": False,
+                               "values": {"error": dict(zip(r["seeds"], r["test_errors"]))}} for r in records],
+                             Family(declared=False))["claims"]
+    resolved = {frozenset((p["better_index"], p["worse_index"])) for p in pairs if p["p_holm"] <= 0.05}
     assert named == resolved and resolved and len(resolved) < len(pairs)  # some resolved, some not
     # Rows 1 and 3 differ at raw p 0.035 but not after Holm (0.070): a reading from raw p would name them.
     assert any(p["p"] <= 0.05 < p["p_holm"] for p in pairs) and frozenset((1, 3)) not in named

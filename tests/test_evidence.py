@@ -3,7 +3,6 @@ against scipy called directly on the same numbers, hand counts and an exact perm
 
 import itertools
 import json
-import statistics
 
 import numpy as np
 import pytest
@@ -68,13 +67,14 @@ def test_report_rows_carry_the_medians_interval_and_the_study_its_tau(tmp_path):
     # Pairs by hand: worse - better per seed: (1,2) +1.0 +1.1 +1.0; (1,3) +0.5 +2.1 +1.3; (1,4),
     # (2,4), (3,4) all positive; (2,3) -0.5 +1.0 +0.3. Three seeds cannot resolve anything: the
     # smallest sign-flip p is 2/8 = 0.25 (all of one sign), and Holm over six pairs makes it 1.
-    assert (summary["pairs_in_order_resolved"], summary["pairs_unresolved"], summary["pairs_reversed_resolved"]) == (0, 6, 0)
-    by_pair = {(p["better"], p["worse"]): p for p in summary["pairs"]}
+    assert (summary["claims_in_order"], summary["claims_unresolved"], summary["claims_reversed"]) == (0, 6, 0)
+    by_pair = {(p["better_index"], p["worse_index"]): p for p in summary["claims"]}
+    assert summary["family"]["declared"] is False and summary["family"]["size"] == 6  # no claims: every pair
     assert {k: p["p"] for k, p in by_pair.items()} == {(1, 2): 0.25, (1, 3): 0.25, (1, 4): 0.25, (2, 4): 0.25,
                                                        (3, 4): 0.25, (2, 3): 0.75}
-    assert all(p["p_holm"] == 1.0 and p["can_resolve"] is False for p in summary["pairs"])
+    assert all(p["p_holm"] == 1.0 and p["can_resolve"] is False for p in summary["claims"])
     assert by_pair[(2, 3)]["p"] == _flip_p_by_hand([-0.5, 1.0, 0.3])
-    assert "3 seeds cannot resolve a pair at 5%" in summary["power"]
+    assert "3 seeds cannot resolve any of 6 pairs with a paper figure at 5% after Holm" in summary["power"]
 
 
 def test_a_planted_swap_of_two_rows_changes_tau_and_reverses_a_pair(tmp_path):
@@ -88,7 +88,7 @@ def test_a_planted_swap_of_two_rows_changes_tau_and_reverses_a_pair(tmp_path):
     assert b["kendall_tau"] < a["kendall_tau"]
     # Row 4's errors now sit on the paper's best row: its pairs turn against the paper's order
     # (resolving them takes more seeds than three; the seeds case is test_six_seeds_that_agree_resolve).
-    assert sum(p["mean"] < 0 for p in b["pairs"]) > sum(p["mean"] < 0 for p in a["pairs"])
+    assert sum(p["mean"] < 0 for p in b["claims"]) > sum(p["mean"] < 0 for p in a["claims"])
 
 
 def test_fewer_than_three_seeds_give_no_interval(tmp_path):
@@ -97,7 +97,7 @@ def test_fewer_than_three_seeds_give_no_interval(tmp_path):
     rows = [x for x in lines if x["event"] == "row"]
     assert all(r["interval"] is None and r["interval_reason"] == "n < 3: no interval" for r in rows)
     (summary,) = [x for x in lines if x["event"] == "study"]
-    assert summary["pairs_unresolved"] == 3 and not any(p["resolved"] for p in summary["pairs"])
+    assert summary["claims_unresolved"] == 3 and not any(p["resolved"] for p in summary["claims"])
     (table,) = report.results(report.collect(tmp_path))
     console = Console(width=120, record=True)
     console.print(study_table.render(table, width=120))
@@ -216,47 +216,6 @@ def test_kendall_p_is_exact_by_hand_at_four_rows():
     assert big["p_exact"] is False and big["p_value"] < 0.001  # 10! orders: Monte Carlo, said so
 
 
-def test_seeds_needed_matches_the_published_power_tables():
-    """Paired t-test, 5% two-sided, 80% power (Cohen 1988; G*Power): effect 1.0 needs 10 pairs,
-    0.5 needs 34, 0.8 needs 15. The range widens with the sd's uncertainty from few seeds."""
-    assert evidence.seeds_needed([0.0, 1.0, 2.0])["estimate"] == 10  # mean 1, sd 1
-    assert evidence.seeds_needed([-0.5, 0.5, 1.5])["estimate"] == 34  # mean 0.5, sd 1
-    wide = evidence.seeds_needed([0.0, 1.0, 2.0])
-    tight = evidence.seeds_needed([0.0, 1.0, 2.0] * 10)  # the same spread from 30 seeds
-    assert wide["range"][0] <= 10 <= wide["range"][1]
-    assert wide["range"][1] - wide["range"][0] > tight["range"][1] - tight["range"][0]
-    assert evidence.seeds_needed([1.0, 1.0, 1.0]) is None  # no spread: nothing to plan from
-
-
-def test_seeds_needed_among_many_pairs_asks_for_holms_first_step():
-    """Among 5 pairs Holm's first step is 1%: effect 1.0 then needs about 15 pairs (Guenther's
-    approximation, ((z_.995 + z_.80) / d)^2 + z_.995^2 / 2 = 11.7 + 3.3 = 15.0, which runs at most one
-    pair under the exact figure), against 10 at 5% (above). A huge gap needs only
-    the sign-flip floor: 6 seeds alone (2/2^6 = 0.031 <= 0.05), 9 among 11 pairs (2/2^9 = 0.0039 <=
-    0.05/11 = 0.0045 < 2/2^8)."""
-    assert evidence.seeds_needed([0.0, 1.0, 2.0], family=5)["estimate"] in (15, 16)
-    assert evidence.seeds_needed([10.0, 11.0, 12.0])["estimate"] == 6
-    assert evidence.seeds_needed([10.0, 11.0, 12.0], family=11)["estimate"] == 9
-    six = dict(enumerate([1.0] * 6))
-    worse = {s: v + 1 + s / 10 for s, v in six.items()}
-    assert evidence.paired(six, worse)["can_resolve"] is True
-    assert evidence.paired(six, worse, family=11)["can_resolve"] is False  # 2/64 > 0.05/11
-
-
-def test_seeds_needed_at_a_strict_holm_level_stays_within_its_own_range():
-    """Effect 1.864 at 0.05/55 (the depth study's pair ResNet-1001 pre-act against ResNet-164 pre-act):
-    Guenther's approximation ((z_.99955 + z_.80) / d)^2 + z_.99955^2 / 2 = 4.98 + 5.50 = 10.5, so 11
-    or 12 pairs; scipy's NaN in the far tail had made it 15. And a smaller sd never needs more seeds:
-    the range brackets the estimate."""
-    from resnet_cli.results.evidence import _t_test_n
-
-    assert _t_test_n(4.0625, 2.1796, 0.05 / 55) in (11, 12)
-    z = [-1.5, -1.0, -0.5, -0.2, 0.2, 0.5, 1.0, 1.5]
-    diffs = [-4.0625 + 2.8558 * v / statistics.stdev(z) for v in z]
-    need = evidence.seeds_needed(diffs, family=55)
-    assert need["range"][0] <= need["estimate"] <= need["range"][1], need
-
-
 def _null_family_false_positive(n, pairs=10, trials=200, rng=None, rule=None):
     """Share of trials in which any of `pairs` null pairs (two rows from one normal) is resolved."""
     hits = 0
@@ -313,25 +272,29 @@ def test_six_seeds_that_agree_resolve_and_three_never_do(tmp_path):
     assert six["p"] == 2 / 64 and six["resolved"] is True and six["can_resolve"] is True
     three = evidence.paired({s: better[s] for s in range(3)}, {s: worse[s] for s in range(3)})
     assert three["p"] == 2 / 8 and three["resolved"] is False and three["can_resolve"] is False
-    # The t-interval of the mean difference, by hand: mean 1 + 0.05 * 2.5, sd 0.05 * 1.8708, t_{0.975,5} 2.5706.
-    d = [worse[s] - better[s] for s in range(6)]
-    half = 2.570582 * np.std(d, ddof=1) / np.sqrt(6)
-    assert six["t_interval"] == pytest.approx([np.mean(d) - half, np.mean(d) + half], rel=1e-5)
+    # The difference's size: differences 1 + 0.05 s, s = 0..5. Hodges-Lehmann: the median of the 21
+    # Walsh averages 1 + 0.025 (i + j), i <= j, which is 1 + 0.025 * 5 = 1.125 (i + j = 5 is the
+    # median of the 21 sums). At n = 6 the signed-rank null puts 1/64 on W+ = 0 and on 1, 2/64 on 2
+    # (cumulative 1, 2, 4 of 64), so k = 1 is the widest interval with coverage 1 - 2/64 = 96.9% and
+    # k = 2 has 1 - 4/64 = 93.75% < 95%: [min, max] of the Walsh averages = [1.0, 1.25].
+    assert six["shift"] == pytest.approx(1.125)
+    assert six["interval"] == pytest.approx([1.0, 1.25]) and six["coverage"] == pytest.approx(62 / 64)
 
 
 def test_a_two_row_study_at_three_seeds_claims_nothing(tmp_path):
     _study(tmp_path, {1: ERRORS[1], 2: ERRORS[4]}, PAPER)
     lines, _ = _json(["report", tmp_path, "--json"])
     (summary,) = [x for x in lines if x["event"] == "study"]
-    (pair,) = summary["pairs"]
+    (pair,) = summary["claims"]
     assert pair["p"] == 0.25 and pair["p_holm"] == 0.25 and pair["resolved"] is False
     (table,) = report.results(report.collect(tmp_path))
     console = Console(width=160, record=True)
-    console.print(study_table.render(table, width=160))
+    console.print(study_table.render_all(table, width=160))
     text = console.export_text()
-    assert "resolved" not in text.replace("none resolvable", "").replace("cannot resolve", "")
+    words = " ".join(text.split())
+    assert "in order" not in words and "reversed" not in words and "unresolved" in words  # the verdict column
     assert "95%" not in text and "75%" in text
-    assert "3 seeds cannot resolve a pair at 5%" in " ".join(text.split())
+    assert "3 seeds cannot resolve any of 1 pair with a paper figure" in " ".join(text.split())
 
 
 def test_report_pairs_the_activation_study_within_each_net(tmp_path):
@@ -346,6 +309,6 @@ def test_report_pairs_the_activation_study_within_each_net(tmp_path):
             run.write_text(json.dumps({**json.loads(run.read_text()), "group": "ResNet-" + label[-3:]}))
     lines, _ = _json(["report", tmp_path, "--json"])
     (summary,) = [x for x in lines if x["event"] == "study"]
-    assert sorted((p["better"], p["worse"]) for p in summary["pairs"]) == [(2, 1), (4, 3)]
-    assert {p["group"] for p in summary["pairs"]} == {"ResNet-110", "ResNet-164"}
+    assert sorted((p["better_index"], p["worse_index"]) for p in summary["claims"]) == [(2, 1), (4, 3)]
+    assert {p["group"] for p in summary["claims"]} == {"ResNet-110", "ResNet-164"}
     assert {r["group"] for r in lines if r["event"] == "row"} == {"ResNet-110", "ResNet-164"}

@@ -1,6 +1,6 @@
 """A study table's statistics are computed once (resnet_cli/results/study.py) and rendered by code that
 computes none: counted here by wrapping the two statistics entry points, evidence.describe (one row)
-and evidence.compare (the study's pairs and tau), while `resnet report` renders a table on a
+and verdicts.compare (the study's claims, pairs and tau), while `resnet report` renders a table on a
 terminal and as JSON lines, and while a sweep's live table follows its events."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from resnet_cli import output
 from resnet_cli.cli import app
-from resnet_cli.results import evidence
+from resnet_cli.results import evidence, verdicts
 
 from test_ablate import TINY
 from test_fidelity import _write_run
@@ -24,14 +24,14 @@ ROWS = {1: (10.0, 11.0, 12.0), 2: (14.0, 15.0, 13.0), 3: (30.0, 25.0, 28.0), 4: 
 @pytest.fixture
 def counted(monkeypatch):
     calls: Counter = Counter()
-    for name in ("describe", "compare"):
-        real = getattr(evidence, name)
+    for module, name in ((evidence, "describe"), (verdicts, "compare")):
+        real = getattr(module, name)
 
         def wrapper(*args, _real=real, _name=name, **kwargs):
             calls[_name] += 1
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(evidence, name, wrapper)
+        monkeypatch.setattr(module, name, wrapper)
     return calls
 
 

@@ -12,7 +12,7 @@ import math
 import statistics
 from typing import Any, Iterable, Sequence
 
-from resnet_cli.results import evidence  # the statistics, one place (torch-free)
+from resnet_cli.results import evidence, power  # the statistics, one place (torch-free)
 from resnet_cli.output import duration  # wall times in one form, here and on the terminal
 
 DASH = "-"
@@ -112,16 +112,16 @@ def seeds_needed_str(need: dict[str, Any] | None) -> str:
     """'about 9 seeds (6-40 over the sd's uncertainty) would resolve it', or ''."""
     if not need:
         return ""
-    if need["estimate"] >= evidence.MAX_SEEDS:
-        return "no number of seeds within reason would resolve it"
-    lo, hi = need["range"]
+    if need["estimate"] is None:
+        return f"more than {need['more_than']} seeds would be needed to resolve it with 80% power"
+    lo, hi = (power.count_str(n) for n in need["range"])
     spread = f" ({lo}-{hi} over the sd's own uncertainty)" if hi != lo else ""
-    return f"about {need['estimate']} seeds{spread} would resolve it"
+    return f"about {need['estimate']} seeds{spread} would resolve it with 80% power"
 
 
 def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
     """Per depth, residual minus plain accuracy (points), paired by seed: the sign-flip test's p
-    after Holm over the grid's pairs, and the 95% t-interval of the mean difference
+    after Holm over the grid's pairs, and the Hodges-Lehmann interval of the difference
     (resnet_cli/results/evidence.py): "resolved at n = k" where the adjusted p is at most 5%,
     else "not resolved" with the seeds that would resolve it. Records older than these fields
     (a bootstrap interval) are not read."""
@@ -133,8 +133,8 @@ def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
                 continue
             can.append(p["can_resolve"])
             gap = f"ResNet-{s['depth']} minus plain-{s['depth']}, {name} accuracy: {100 * p['mean']:+.1f} points"
-            t = p["t_interval"]
-            ti = f" [{100 * t[0]:+.1f}, {100 * t[1]:+.1f}]" if t else ""
+            t = p.get("interval")
+            ti = (f" [{100 * t[0]:+.1f}, {100 * t[1]:+.1f}] {evidence.coverage_label(p['coverage'])}" if t else "")
             test = f"p {p['p']:.3g}, Holm {p['p_holm']:.3g}"
             if p["resolved"]:
                 out.append(f"{gap}{ti} ({test}), resolved at n = {p['n']}.")
@@ -143,7 +143,8 @@ def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
                 out.append(f"{gap}{ti} ({test}), not resolved at n = {p['n']}{'; ' + more if more else ''}.")
     if not out:
         return ""
-    head = ("Paired by seed (sign-flip test, Holm over the grid's pairs; 95% t-interval of the mean difference)")
+    head = ("Paired by seed (sign-flip test, Holm over the grid's pairs; the mean difference, and the "
+            "Hodges-Lehmann interval with the coverage it has)")
     if not any(can):
         head += f"; {min(p['n'] for s in summaries for p in (s.get('paired') or {}).values())} seeds cannot resolve a pair at 5%"
     return head + ": " + " ".join(out) + "\n"

@@ -11,7 +11,8 @@ from typing import Any
 
 from renderers import DASH, count, duration, fixed, md_table, seeds_needed_str
 
-from resnet_cli.results import evidence  # the statistics, one place (torch-free)
+from resnet_cli.results import evidence, verdicts  # the statistics, one place (torch-free)
+from resnet_cli.sweep.family import Family
 
 # --- resnet ablate -----------------------------------------------------------------------------
 
@@ -58,55 +59,81 @@ def _at_n(pairs: list[dict[str, Any]]) -> str:
     return f"n = {ns[0]}" if len(ns) == 1 else "n = " + "/".join(map(str, ns))
 
 
+def _what(p: dict[str, Any]) -> str:
+    metric = "" if p["metric"] in ("test_error", "val_error") else f" in {p['metric'].replace('_', ' ')}"
+    return f"{p['better']} < {p['worse']}{metric}"
+
+
+def _difference(p: dict[str, Any]) -> str:
+    """'difference +1.20 [+0.40, +2.10] 93.7%': worse minus better, paired by seed."""
+    return f"difference {verdicts.shift_str(p)}"
+
+
 def _open_pair(p: dict[str, Any]) -> str:
-    what = f"{p['better']} < {p['worse']}"
     if p["mean"] is None:
-        return f"{what} (no seed in common)"
-    diff = f"paired difference {p['mean']:+.2f} points"
+        return f"{_what(p)} (no seed in common)"
     if p["sd"] is None:
-        return f"{what} ({diff}, one seed: no spread)"
-    more = seeds_needed_str(p["seeds_needed"]) or "no gap to resolve"
-    return f"{what} ({diff}, sd {p['sd']:.2f}, p {p['p']:.3g}, Holm {p['p_holm']:.3g}; {more})"
+        return f"{_what(p)} ({_difference(p)}, one seed: no spread)"
+    holm = f", Holm {p['p_holm']:.3g}" if p.get("p_holm") is not None else ""
+    more = seeds_needed_str(p.get("seeds_needed"))
+    return f"{_what(p)} ({_difference(p)}, p {p['p']:.3g}{holm}{'; ' + more if more else ''})"
 
 
-def _pairs_reading(pairs: list[dict[str, Any]], family: int) -> str:
-    """The pairs' three counts and which pairs they are, each at the seeds it was measured on.
-    `family`: how many pairs Holm ran over (the study's, across its groups)."""
-    kept = [p for p in pairs if p["verdict"] == "in order"]
-    open_ = [p for p in pairs if p["verdict"] == "unresolved"]
-    back = [p for p in pairs if p["verdict"] == "reversed"]
-    over = "" if family == len(pairs) else f" (Holm over the study's {family})"
-    if not any(p["can_resolve"] for p in pairs):
-        return (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'}{over} (leaving out pairs that both fail here) "
-                f"none can be resolved: {evidence.power_line(pairs, family)}. Gaps: "
-                + "; ".join(_open_pair(p) for p in open_) + ".")
-    over_them = "them" if family == len(pairs) else f"the study's {family}"
-    out = (f"Of its {len(pairs)} pair{'' if len(pairs) == 1 else 's'} (leaving out pairs that both fail here), "
-           f"by the sign-flip test with Holm's adjustment over {over_them}: {len(kept)} in the paper's order "
-           f"and resolved, {len(open_)} not resolved, {len(back)} reversed and resolved.")
-    if power := evidence.power_line(pairs, family):
-        out += f" {power[0].upper()}{power[1:]}."
-    if kept:
-        out += f" In the paper's order (resolved at {_at_n(kept)}): " + ", ".join(
-            f"{p['better']} < {p['worse']}" for p in kept) + "."
-    if open_:
-        out += f" Not resolved at {_at_n(open_)}: " + "; ".join(_open_pair(p) for p in open_) + "."
-    if back:
-        out += f" Reversed (resolved at {_at_n(back)}): " + ", ".join(
-            f"{p['worse']} ahead of {p['better']} by {-p['mean']:.2f} points" for p in back) + "."
-    return out
+def _study_record(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The study's own summary as the command printed it; for hand-made rows without one, the same
+    computed from the rows with every pair with a paper figure as the family."""
+    got = next((r for r in records if r.get("event") == "study" and "claims" in r), None)
+    if got is not None:
+        return got
+    rows = [r for r in records if r.get("event") == "row"]
+    return verdicts.compare([{"index": r["index"], "row": r["row"], "group": r.get("group"), "paper": r["paper"],
+                              "median": r["test_error_median"], "fail": r.get("fail"),
+                              "values": {"error": _values(r)}} for r in rows], Family(declared=False))
+
+
+def claims_reading(study: dict[str, Any]) -> str:
+    """The family's three counts and which claims they are, each at the seeds it was measured on,
+    then the exploratory pairs apart, then the power line."""
+    claims, family = study["claims"], study["family"]
+    m = family["size"]
+    one = m == 1
+    kind = (("declared claim" if one else "declared claims") if family["declared"] else
+            f"pair{'' if one else 's'} with a paper figure (no claims declared: the family)")
+    if not claims:
+        out = "No declared claim has both its rows here." if family["declared"] else ""
+    else:
+        kept = [p for p in claims if p["verdict"] == "in order"]
+        open_ = [p for p in claims if p["verdict"] == "unresolved"]
+        back = [p for p in claims if p["verdict"] == "reversed"]
+        out = (f"{'Its' if not one else 'The'} {m} {kind}, by the sign-flip test of the differences paired by seed with Holm's adjustment "
+               f"over them: {len(kept)} in the paper's order and resolved, {len(open_)} unresolved, {len(back)} "
+               f"reversed and resolved.")
+        if kept:
+            out += f" In the paper's order (resolved at {_at_n(kept)}): " + "; ".join(
+                f"{_what(p)} ({_difference(p)}, Holm p {p['p_holm']:.3g})" for p in kept) + "."
+        if open_:
+            out += f" Unresolved at {_at_n(open_)}: " + "; ".join(_open_pair(p) for p in open_) + "."
+        if back:
+            out += f" Reversed (resolved at {_at_n(back)}): " + "; ".join(
+                f"{_what(p)} ({_difference(p)}, Holm p {p['p_holm']:.3g})" for p in back) + "."
+    if study["exploratory"]:
+        out += (f" Exploratory pairs ({len(study['exploratory'])}: raw p, not adjusted, never called resolved): "
+                + "; ".join(_open_pair(p) for p in study["exploratory"]) + ".")
+    if study.get("power"):
+        out += f" {study['power'][0].upper()}{study['power'][1:]}."
+    return out.strip()
 
 
 def ablate_order(records: list[dict[str, Any]]) -> str:
-    """The reading under a study table, generated from its statistics (resnet_cli/results/
-    evidence.py): per group of rows with a paper figure, both orders best first (a row with no
-    figure of ours, diverged, goes last), Kendall's tau of our medians against the paper's figures
-    with its permutation p-value, and the pairs counted three ways: in the paper's order and
-    resolved (the sign-flip test's Holm-adjusted p at most 5%), not resolved (with the seeds that
-    would resolve it), reversed and resolved; then the paper's "fail"s. Two rows failing here are
-    not a pair. A row's `group` (the study's) compares rows only within their group, as He 2016b
-    Table 2 compares the unit orderings of one net at a time."""
+    """The reading under a study table, from the study's own summary (resnet_cli/results/
+    verdicts.py): per group of rows with a paper figure, both orders best first (a row with no
+    figure of ours, diverged, goes last) and Kendall's tau of our medians against the paper's
+    figures, failing rows left out; then the declared claims counted three ways (in the paper's
+    order and resolved, unresolved with the seeds that would resolve them, reversed and resolved),
+    each with its paired difference and interval; the exploratory pairs apart; the power line; then
+    the paper's "fail"s."""
     rows = [r for r in records if r.get("event") == "row"]
+    study = _study_record(records)
 
     def ours(r: dict[str, Any]) -> float:
         return math.inf if r["test_error_median"] is None else r["test_error_median"]
@@ -121,27 +148,25 @@ def ablate_order(records: list[dict[str, Any]]) -> str:
         return out
 
     numeric = [r for r in rows if isinstance(r["paper"], (int, float))]
-    group_of = {r["row"]: r.get("group") or "" for r in numeric}
-    # One family for Holm: every pair of the study, whichever group it is in.
-    pairs = evidence.compare([{"index": r["index"], "row": r["row"], "paper": r["paper"], "median": r["test_error_median"],
-                               "fail": r.get("fail"), "values": _values(r)} for r in numeric],
-                             group_of.get if any(group_of.values()) else None)["pairs"]
-
-    def order(members: list[dict[str, Any]], key: str) -> str:
-        name = f"{key}: rows with a paper figure" if key else "Rows with a paper figure"
-        theirs = chain(sorted(members, key=lambda r: r["paper"]), lambda r: r["paper"])
-        ranked = [r for r in members if r["test_error_median"] is not None]
-        got = evidence.kendall([r["test_error_median"] for r in ranked], [r["paper"] for r in ranked])
-        how = "exact" if got.get("p_exact", True) else "Monte Carlo"
-        tau = (f" Kendall's tau {got['kendall_tau']:.2f} (one-sided permutation p = {got['p_value']:.3f}, {how}, "
-               f"{got['rows']} rows)." if got["kendall_tau"] is not None else "")
-        return (f"{name}, best first: paper {theirs}; ours {chain(sorted(members, key=ours), ours)}.{tau} "
-                + _pairs_reading([p for p in pairs if (p["group"] or "") == key], len(pairs)))
-
+    orders = {o["group"] or "": o for o in study["orders"]}
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in numeric:
-        groups.setdefault(group_of[r["row"]], []).append(r)
-    parts = [order(members, key) for key, members in groups.items() if len(members) >= 2]
+        groups.setdefault(r.get("group") or "", []).append(r)
+    parts = []
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        name = f"{key}: rows with a paper figure" if key else "Rows with a paper figure"
+        theirs = chain(sorted(members, key=lambda r: r["paper"]), lambda r: r["paper"])
+        got = orders.get(key) or {}
+        left = (f", {got['left_out']} failing row{'s' if got['left_out'] != 1 else ''} left out"
+                if got.get("left_out") else "")
+        how = "exact" if got.get("p_exact", True) else "Monte Carlo"
+        tau = (f" Kendall's tau {got['kendall_tau']:.2f} (one-sided permutation p = {got['p_value']:.3f}, {how}, "
+               f"{got['rows']} rows{left})." if got.get("kendall_tau") is not None else "")
+        parts.append(f"{name}, best first: paper {theirs}; ours {chain(sorted(members, key=ours), ours)}.{tau}")
+    if reading := claims_reading(study):
+        parts.append(reading)
     paper_fails = [r for r in rows if r["paper"] == "fail"]
     if paper_fails:
         here = [str(r["index"]) for r in paper_fails if failed(r)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -20,7 +21,8 @@ from ..sweep import engine as sweep
 from ..plots import study_bars
 from ..sweep import plan as study_mod
 from ..sweep import study_file
-from ..results import study, table as study_table
+from ..results import power, study, table as study_table
+from ..sweep import family as family_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from . import cluster as launcher
@@ -70,6 +72,8 @@ def ablate(
     writable.check_dir(plan.results)  # a file in the way: one line now, not a traceback per run later
     if budgets is not None:
         plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
+    if list_:
+        output.info(escape(_power_line(plan)))
     if cluster.asked:
         if stack is not None:
             output.info("--stack: a SLURM array task trains one run; the runs are not stacked")
@@ -82,6 +86,8 @@ def ablate(
             if failed:
                 raise typer.Exit(errors.FAILED)
 
+        if not cluster.dry_run:
+            plan = _record_family(plan)
         return launcher.run(plan, cluster, json_, final)
     if list_:
         replay = ["ablate", plan.source, "--preset", plan.preset, "--out", str(plan.results)]
@@ -96,17 +102,37 @@ def ablate(
     return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack))
 
 
+def _power_line(plan) -> str:
+    """Before any run: whether the plan's seeds can resolve its claims at all (results/power.py)."""
+    m, what = plan.family_size()
+    return f"{plan.title} [preset {plan.preset}]: {power.plan_line(len(plan.seeds), m, plan.family.effect, what)}"
+
+
+def _record_family(plan):
+    """The claims fixed in the results directory before the first run (sweep/family.py); where they
+    were fixed by an earlier start, those decide, and a changed study file is said in one line."""
+    writable.check_dir(plan.results)
+    recorded = family_mod.record_once(plan.results, plan.family, plan.name, plan.preset, plan.source)
+    if recorded.note:
+        output.info(escape(recorded.note))
+    return replace(plan, family=recorded)
+
+
 def _only(plan, key: str, fmt) -> None:
 
     run = plan.find(key)
+    plan = _record_family(plan)
     outcome = sweep.run_one(plan, run)
     rec = report.seed_result(run.path)
     record = {"event": "run", "study": plan.name, "preset": plan.preset, "index": run.row.index,
               "row": run.row.label, "seed": run.seed, "status": rec.status if rec else outcome.status,
               "test_error": rec.test_error if rec else None, "train_loss": rec.train_loss if rec else None,
               "run_dir": str(run.path), "skipped": outcome.status == "skipped"}
-    output.render([record], fmt, [output.View(draw=lambda width, r=study.compute(table): study_table.render(r, width=width))
-                                  for table in report.aggregate([rec] if rec else [])])
+    tables = report.aggregate([rec] if rec else [])
+    for table in tables:
+        table.family = plan.family
+    output.render([record], fmt, [output.View(draw=lambda width, r=study.compute(table): study_table.render_all(r, width=width))
+                                  for table in tables])
     status = rec.status if rec else outcome.status
     if status == "diverged":
         raise typer.Exit(errors.DIVERGED)
@@ -165,10 +191,12 @@ class _Progress:
 def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, stack: int = 0) -> None:
 
     sweep.check_data(plan)  # before any run directory is made
+    plan = _record_family(plan)
     console = output.stderr()
     about = plan.preset_about or "as the study defines it"
     console.print(escape(f"{plan.title} [preset {plan.preset}: {about}]: {len(plan.rows)} rows x "
                          f"{len(plan.seeds)} seeds in {plan.results}: {sweep.preview(plan, jobs)}"))
+    console.print(escape(_power_line(plan)))
     if stack:
         from ..sweep.stacks import units
 
@@ -201,11 +229,13 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
 def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None) -> None:
     """The study's table from its run directories (`failed`: ROW:SEED -> why), and its figure."""
     tables = report.aggregate(report.planned(plan, set(), failed))
+    for table in tables:
+        table.family = plan.family
     if plan.budgets != [1]:
         _budget_table(tables, threshold, fmt, plan)
         return
     result = study.compute(tables[0])  # every statistic once; the table, the JSON and the figure compute none
-    output.render(study_table.records(result), fmt, output.View(draw=lambda width: study_table.render(result, width=width)))
+    output.render(study_table.records(result), fmt, output.View(draw=lambda width: study_table.render_all(result, width=width)))
     if any(row.n or row.diverged for row in result.rows):
         output.info(f"figure: {study_bars.figure(result, figure_path)}")
 

@@ -57,10 +57,14 @@ def report(
             output.render([budgets.row_json(btable, row) for row in btable.rows], fmt,
                           output.View(draw=lambda width, b=btable: budgets.render(b)))
         return
+    for table in tables:
+        table.family = report_mod.family_of(table, root)
+        if table.family is not None and table.family.note:
+            output.info(f"{table.study} (preset {table.preset}): {table.family.note}")
     results = [study.compute(table) for table in tables]  # every statistic once; the views compute nothing
     for result in results:
         output.render(study_table.records(result), fmt,
-                      output.View(draw=lambda width, r=result: study_table.render(r, width=width)))
+                      output.View(draw=lambda width, r=result: study_table.render_all(r, width=width)))
     if target is not None:
         for table in results:
             suffix = target.suffix or ".png"

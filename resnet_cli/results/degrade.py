@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from . import evidence
+from . import evidence, power
 
 NETS = ("plain", "residual")
 
@@ -31,7 +31,8 @@ def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str,
     diverged ones included in n and named (a diverged run counts as a failed run at chance,
     degrade_runs.py, in the medians, the intervals and the pairs alike). The residual row of a depth also carries `paired`: residual minus plain per
     metric, paired by seed (the twins share every seed), with the sign-flip p, its Holm adjustment
-    over all the grid's pairs, and the t-interval of the mean difference. `reference`: the published
+    over all the grid's pairs, the Hodges-Lehmann difference with its interval and coverage, and
+    the seeds that would resolve it (power.py). `reference`: the published
     figures by (dataset, net, depth), carried beside ours."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
@@ -59,6 +60,9 @@ def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str,
             row["reference"] = ref
         out.append(row)
     evidence.adjust([row["paired"][m] for row in out if "paired" in row for m in PAIRED])  # one family: the grid
+    for row in out:
+        for pair in (row.get("paired") or {}).values():
+            pair["seeds_needed"] = power.seeds_needed(pair["diffs"], family)
     return out
 
 

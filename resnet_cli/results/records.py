@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runs.files import FINAL
+from ..sweep.family import Family
 
 
 @dataclass
@@ -41,6 +42,19 @@ class SeedResult:
     def diverged(self) -> bool:
         """Diverged, or completed with no finite error (a NaN net)."""
         return self.status == "diverged" or (self.status == "completed" and not finite(self.test_error))
+
+    def counted_as(self, metric: str) -> float | None:
+        """As `counted`, for the training figures a claim may name: a diverged run's training error
+        at chance, its training loss at a uniform guess's, ln(classes) (classes from the chance error,
+        100 (1 - 1/classes)); None for a run not finished or a figure it did not record."""
+        if metric not in ("train_loss", "train_error"):
+            return self.counted()
+        if self.diverged:
+            if self.chance is None:
+                return None
+            return self.chance if metric == "train_error" else math.log(100.0 / (100.0 - self.chance))
+        value = self.train_loss if metric == "train_loss" else self.train_error
+        return value if self.status == "completed" and finite(value) else None
 
     def counted(self) -> float | None:
         """The error this run counts as in its row: the last epoch's where it completed; its dataset's
@@ -73,9 +87,10 @@ class RowStats:
         """Runs counted at chance error: diverged, or completed with a NaN error."""
         return sum(r.diverged for r in self.runs)
 
-    def values(self) -> dict[Any, float | None]:
-        """seed -> test error (None where the run gave none): what paired differences pair on."""
-        return {r.seed: r.counted() for r in self.runs}
+    def values(self, metric: str = "error") -> dict[Any, float | None]:
+        """seed -> the row's error (or `metric`: train_loss, train_error), as counted (None where the
+        run gave none): what paired differences pair on."""
+        return {r.seed: r.counted_as(metric) for r in self.runs}
 
     def status(self) -> str:
         states = [r.status for r in self.runs]
@@ -101,6 +116,7 @@ class StudyTable:
     paper_metric: str | None
     rows: list[RowStats]
     budget: int = 1
+    family: Family | None = None  # the declared claims its verdicts come from (None: every paper pair)
 
     @property
     def fail_above(self) -> float | None:

@@ -20,6 +20,7 @@ how many diverged. Where the study states the paper's fail rule (He 2016b Table 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,10 @@ from ..runs import reader as runs_reader
 from ..runs.files import FINAL
 from ..runs.reader import RunRecord
 from ..spec.datasets import chance_error
+from ..sweep import family as family_mod
+from ..sweep import plan as plan_mod
+from ..sweep import study_file
+from ..sweep.family import Family
 from ..sweep.plan import Plan
 from . import study
 from .records import RowStats, SeedResult, StudyTable
@@ -189,15 +194,12 @@ def missing(records: list[SeedResult]) -> list[SeedResult]:
     gathered while a study is under way shows its missing rows and seeds instead of looking whole.
     The plan is the study's preset with its own seeds; a directory whose rows that plan does not
     have (a study of another version, or a file not shipped) gets nothing added: no guessing."""
-    from ..sweep import plan as study_mod
-    from ..sweep import study_file
-
     out: list[SeedResult] = []
     for name, preset in sorted({(r.study, r.preset) for r in records if r.study != "runs" and r.budget == 1}):
         if name not in study_file.shipped():
             continue
         try:
-            plan = study_mod.plan(name, preset)
+            plan = plan_mod.plan(name, preset)
         except UserError:  # a preset this version no longer has
             continue
         mine = [r for r in records if (r.study, r.preset, r.budget) == (name, preset, 1)]
@@ -234,6 +236,54 @@ def aggregate(records: list[SeedResult]) -> list[StudyTable]:
     return sorted(studies.values(), key=lambda t: (t.study, t.preset, t.budget))
 
 
-def results(records: list[SeedResult]) -> list[StudyResult]:
-    """aggregate's tables with every statistic computed, once each (results/study.py)."""
-    return [study.compute(table) for table in aggregate(records)]
+def _claims_now(source: str, preset: str) -> Family | None:
+    """The claims a study file holds now (None: no such file or preset any more)."""
+    try:
+        return plan_mod.plan(source, preset).family
+    except UserError:
+        return None
+
+
+def _recorded(table: StudyTable, root: Path | None) -> tuple[Family, Path] | None:
+    """The family in claims.json beside or above the table's run directories (up to `root`)."""
+    tried: set[Path] = set()
+    for row in table.rows:
+        for run in row.runs:
+            for folder in list(run.path.parents)[:3]:
+                if folder not in tried:
+                    tried.add(folder)
+                    if (found := family_mod.read(folder, table.study, table.preset)) is not None:
+                        return found, folder
+                if root is not None and folder == Path(root):
+                    break
+    return None
+
+
+def family_of(table: StudyTable, root: Path | None = None) -> Family | None:
+    """The claims a gathered study is decided by: the family recorded in its results directory when
+    its runs started (claims.json); where the study file's claims now differ, the recorded ones
+    still decide, with a note saying so. With none recorded: for a study this version ships, its
+    file's claims as they are now, with a note saying so; else none (every pair with a paper figure)."""
+    if table.study == "runs":
+        return None
+    found = _recorded(table, root)
+    if found is not None:
+        recorded, folder = found
+        now = _claims_now(recorded.source, table.preset) if recorded.source else None
+        if now is not None and not recorded.same_claims(now):
+            return replace(recorded, note=family_mod.changed_note(folder, recorded, now))
+        return recorded
+    now = _claims_now(table.study, table.preset) if table.study in study_file.shipped() else None
+    if now is not None and now.declared:
+        return replace(now, note=f"no claims were recorded with these runs ({family_mod.FILE}): the study "
+                                 f"file's claims as they are now decide")
+    return now
+
+
+def results(records: list[SeedResult], root: Path | None = None) -> list[StudyResult]:
+    """aggregate's tables, each with its family (family_of), with every statistic computed, once
+    each (results/study.py)."""
+    tables = aggregate(records)
+    for table in tables:
+        table.family = family_of(table, root)
+    return [study.compute(table) for table in tables]

@@ -13,7 +13,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from . import evidence
+from ..sweep.family import Family
+from . import evidence, verdicts
 from .records import RowStats, StudyTable, finite
 
 
@@ -24,7 +25,7 @@ class RowResult:
     group: str | None
     paper: float | str | None
     evidence: dict[str, Any]  # evidence.describe of the counted errors: median, mean, std, n, interval
-    values: dict[Any, float | None]  # seed -> error as counted (what pairs pair on)
+    values: dict[str, dict[Any, float | None]]  # "error", "train_loss", "train_error": seed -> value as counted
     seeds: list[Any]
     test_errors: list[float | None]  # per run, as counted (a diverged seed at chance error)
     run_diverged: list[bool]  # per run: diverged (counted at chance error)
@@ -79,13 +80,13 @@ class StudyResult:
     fail_above: float | None
     dataset: str | None
     rows: list[RowResult]
-    comparison: dict[str, Any] | None  # evidence.compare: tau, pairs with raw and Holm p (None: live)
+    comparison: dict[str, Any] | None  # verdicts.compare: claims, exploratory pairs, tau per group (None: live)
     reading: str | None  # the line under the table (None: live, or nothing to say)
 
 
 def _fingerprint(row: RowStats, fail_above: float | None) -> tuple:
     return (row.index, row.row, row.group, row.paper, fail_above,
-            tuple((r.seed, r.status, r.counted(), r.train_loss) for r in row.runs))
+            tuple((r.seed, r.status, r.counted(), r.train_loss, r.train_error) for r in row.runs))
 
 
 def row_result(row: RowStats, fail_above: float | None) -> RowResult:
@@ -93,7 +94,8 @@ def row_result(row: RowStats, fail_above: float | None) -> RowResult:
     losses = [r.train_loss for r in row.runs if r.status == "completed" and finite(r.train_loss)]
     median = ev["median"]
     return RowResult(
-        index=row.index, row=row.row, group=row.group, paper=row.paper, evidence=ev, values=row.values(),
+        index=row.index, row=row.row, group=row.group, paper=row.paper, evidence=ev,
+        values={metric: row.values(metric) for metric in ("error", "train_loss", "train_error")},
         seeds=[r.seed for r in row.runs], test_errors=[r.counted() for r in row.runs],
         run_diverged=[r.diverged for r in row.runs], runs=len(row.runs),
         train_loss=statistics.median(losses) if losses else None, status=row.status(),
@@ -101,31 +103,44 @@ def row_result(row: RowStats, fail_above: float | None) -> RowResult:
         fingerprint=_fingerprint(row, fail_above))
 
 
-def compare(rows: list[RowResult]) -> dict[str, Any]:
-    """The study against the paper's order (evidence.compare), pairs within each row's group."""
-    groups = {row.row: row.group or "" for row in rows}
-    return evidence.compare([{"index": r.index, "row": r.row, "paper": r.paper, "median": r.median,
-                              "fail": r.fail, "values": r.values} for r in rows],
-                            groups.get if any(groups.values()) else None)
+def compare(rows: list[RowResult], family: Family | None = None) -> dict[str, Any]:
+    """The study against its paper (verdicts.compare): the declared claims, the exploratory pairs,
+    Kendall's tau per group."""
+    return verdicts.compare([{"index": r.index, "row": r.row, "group": r.group, "paper": r.paper, "median": r.median,
+                              "fail": r.fail, "values": r.values} for r in rows], family or Family(declared=False))
 
 
 def reading(c: dict[str, Any]) -> str | None:
-    """Under the table: Kendall's tau against the paper's figures, the pair counts, and what the
-    seeds could resolve. Nothing is called resolved where no pair could be."""
-    pairs = c["pairs"]
-    if c["kendall_tau"] is None and not pairs:
-        return None
-    how = "exact" if c.get("p_exact", True) else "Monte Carlo"
-    tau = (f"Kendall's tau {c['kendall_tau']:.2f} against the paper's figures (one-sided permutation p "
-           f"{c['p_value']:.3f}, {how}, {c['rows']} rows)" if c["kendall_tau"] is not None else c["reason"])
-    if not pairs:
-        return tau
-    if not any(p["can_resolve"] for p in pairs):
-        return f"{tau}; {len(pairs)} pairs with a paper figure, none resolvable: {c['power']}"
-    return (f"{tau}; pairs with a paper figure: {c['pairs_in_order_resolved']} in the paper's order and resolved, "
-            f"{c['pairs_unresolved']} unresolved, {c['pairs_reversed_resolved']} reversed and resolved "
-            f"(resolved: sign-flip test of the paired-by-seed differences, Holm-adjusted p <= 0.05 over the "
-            f"{len(pairs)} pairs); {c['power']}")
+    """Under the table: the claims' three counts after Holm over the family, the exploratory pairs
+    apart, Kendall's tau per group, and what the seeds could resolve. Nothing is called resolved
+    where its family could not resolve it."""
+    claims, family = c["claims"], c["family"]
+    parts = []
+    m = family["size"]
+    what = (f"{m} declared claim{'s' if m != 1 else ''}" if family["declared"] else
+            f"{m} pair{'s' if m != 1 else ''} with a paper figure (no claims declared: the family)")
+    if claims and not any(p["can_resolve"] for p in claims):
+        parts.append(f"{what}, none resolvable at this n")
+    elif claims:
+        parts.append(f"{what}: {c['claims_in_order']} in the paper's order and resolved, {c['claims_unresolved']} "
+                     f"unresolved, {c['claims_reversed']} reversed and resolved (sign-flip test of the differences "
+                     f"paired by seed, Holm-adjusted p <= 0.05 over the family)")
+    elif family["declared"]:
+        parts.append("no declared claim has both its rows in this table")
+    if c["exploratory"]:
+        parts.append(f"{len(c['exploratory'])} exploratory pairs (raw p only, never called resolved)")
+    for o in c["orders"]:
+        name = f"{o['group']}: " if o["group"] else ""
+        left = f", {o['left_out']} failing row{'s' if o['left_out'] != 1 else ''} left out" if o["left_out"] else ""
+        if o["kendall_tau"] is None:
+            parts.append(f"{name}{o['reason']}{left}")
+        else:
+            how = "exact" if o.get("p_exact", True) else "Monte Carlo"
+            parts.append(f"{name}Kendall's tau {o['kendall_tau']:.2f} against the paper's figures (one-sided "
+                         f"permutation p {o['p_value']:.3f}, {how}, {o['rows']} rows{left})")
+    if c["power"]:
+        parts.append(c["power"])
+    return "; ".join(parts) or None
 
 
 def compute(table: StudyTable, live: bool = False, previous: StudyResult | None = None) -> StudyResult:
@@ -134,7 +149,7 @@ def compute(table: StudyTable, live: bool = False, previous: StudyResult | None 
     fail_above = table.fail_above
     kept = {r.fingerprint: r for r in previous.rows} if previous is not None else {}
     rows = [kept.get(_fingerprint(row, fail_above)) or row_result(row, fail_above) for row in table.rows]
-    comparison = None if live else compare(rows)
+    comparison = None if live else compare(rows, table.family)
     return StudyResult(study=table.study, title=table.title, preset=table.preset, paper_metric=table.paper_metric,
                        budget=table.budget, fail_above=fail_above, dataset=table.dataset, rows=rows,
                        comparison=comparison, reading=reading(comparison) if comparison is not None else None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import output
-from . import evidence
+from . import evidence, verdicts
 from .study import RowResult, StudyResult
 
 
@@ -44,9 +44,11 @@ def row_json(result: StudyResult, row: RowResult) -> dict[str, Any]:
 
 
 def study_json(result: StudyResult) -> dict[str, Any]:
-    """The study's summary object (`--json`, after its rows): Kendall's tau against the paper's
-    figures with its permutation p-value, the three pair counts after Holm, every compared pair with
-    its raw and Holm-adjusted p, and the power line."""
+    """The study's summary object (`--json`, after its rows): the family (declared claims or, where
+    none are declared, every pair with a paper figure; its size and where it was recorded), each
+    claim with its paired difference (Hodges-Lehmann estimate, interval and coverage), raw and
+    Holm-adjusted p and verdict, the claims' three counts, the exploratory pairs (raw p only),
+    Kendall's tau per group with the failing rows left out, and the power line."""
     return {"event": "study", "study": result.study, "preset": result.preset, **(result.comparison or {})}
 
 
@@ -113,3 +115,46 @@ def render(table: StudyResult, live: bool = False, width: int | None = None):
                   "-" if loss is None else f"{loss:.2g}" if narrow else f"{loss:.4f}",
                   f"[{style}]{status}[/]" if style else status, paper_str(row.paper))
     return t
+
+
+def render_pairs(result: StudyResult, width: int | None = None):
+    """The comparisons under a study table: each declared claim (or, with none declared, each pair
+    of the family), then the exploratory pairs: better < worse, what is compared, n, the difference
+    worse minus better with its interval and coverage, the raw and Holm-adjusted p, the verdict."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = result.comparison
+    if not c or not (c["claims"] or c["exploratory"]):
+        return None
+    narrow = width is not None and width < 110
+    digits = 1 if narrow else 2
+    family = c["family"]
+    title = (f"{result.title}: the paper's claims ({family['size']}, Holm over them) and exploratory pairs"
+             if family["declared"] else f"{result.title}: pairs with a paper figure ({family['size']}, Holm over them)")
+    t = Table(title=escape(title), header_style="bold", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
+              caption=escape(f"difference: worse minus better, paired by seed ({c['difference']}, with the "
+                             f"coverage it has); positive is the paper's order. Exploratory pairs are not "
+                             f"adjusted and never called resolved."), collapse_padding=narrow, pad_edge=not narrow)
+    for name, right in (("claim", False), ("better < worse", False), ("of", False), ("n", True),
+                        ("difference\ninterval", True), ("p", True), ("Holm p", True), ("verdict", False)):
+        t.add_column(name, justify="right" if right else "left", no_wrap=right)
+    style = {"in order": "green", "reversed": "red", "unresolved": "yellow", "exploratory": "dim"}
+    for i, p in enumerate([*c["claims"], *c["exploratory"]], start=1):
+        claim = "" if p["verdict"] == "exploratory" else str(i)
+        shift = verdicts.shift_str(p, digits).replace(" [", "\n[", 1)
+        t.add_row(claim, escape(f"{p['better']} < {p['worse']}"), p["metric"].replace("_", " "), str(p["n"]),
+                  escape(shift), "-" if p["p"] is None else f"{p['p']:.3g}",
+                  "-" if p.get("p_holm") is None else f"{p['p_holm']:.3g}",
+                  f"[{style[p['verdict']]}]{p['verdict']}[/]")
+    return t
+
+
+def render_all(result: StudyResult, width: int | None = None):
+    """The study table and, under it, its comparisons (render_pairs)."""
+    from rich.console import Group
+
+    pairs = render_pairs(result, width)
+    table = render(result, width=width)
+    return table if pairs is None else Group(table, pairs)

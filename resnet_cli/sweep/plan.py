@@ -16,6 +16,7 @@ from typing import Any
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import Spec
+from . import family as family_mod
 from .study_file import BUILTIN_PRESETS, PaperFigure, StudyFile, expand, find, load, rows_of
 
 # ---------------------------------------------------------------------------------------------
@@ -71,6 +72,16 @@ class Plan:
     runs: list[PlannedRun] = field(default_factory=list)
     budgets: list[int] = field(default_factory=lambda: [1])  # `--budgets`: multiples of the preset's length
     metric: str = "test_error"  # the study's `metric`: the summary.json field its rows report
+    # The declared claims this preset's rows can test: Holm's family (family.py).
+    family: family_mod.Family = field(default_factory=lambda: family_mod.Family(declared=False))
+
+    def family_size(self) -> tuple[int, str]:
+        """How many comparisons Holm's adjustment will run over, and what they are: the declared
+        claims this plan's rows can test, or (no claims declared) its pairs with a paper figure."""
+        if self.family.declared:
+            return self.family.size, "claims"
+        return (sum(1 for i, a in enumerate(self.rows) for b in self.rows[i + 1:] if _compared(a, b)),
+                "pairs with a paper figure")
 
     def find(self, key: str) -> PlannedRun:
         """`ROW:SEED`, the form `--only` takes and `--list` prints."""
@@ -90,6 +101,13 @@ class Plan:
         if budget != 1:
             raise UserError(f"--only {key}: no seed {seed} in this plan; seeds: {', '.join(map(str, self.seeds))}")
         return make_run(self.rows[index - 1], seed, self.results)
+
+
+def _compared(a: PlannedRow, b: PlannedRow) -> bool:
+    """Two rows an undeclared study compares: both with numbers from the paper, different, in one group."""
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return number(a.paper) and number(b.paper) and a.paper != b.paper and a.group == b.group
 
 
 def slug(label: str) -> str:
@@ -177,6 +195,9 @@ def resolve(study: StudyFile, path: Path, study_name: str, source: str, *, prese
         planned.append(PlannedRow(index=i, label=row.label, paper=row.paper, spec=spec, group=row.group,
                                   cells=cells, run_dir=run_dir))
 
+    all_labels = [row.label for row, _, _ in rows_of(study, shown)]  # every preset's and grid value's
+    family = family_mod.declared(study, all_labels, [r.label for r in planned], shown,
+                                 family_mod.file_sha256(path) if path.is_file() else None)
     run_seeds = list(seeds) if seeds else list(chosen.seeds or study.seeds)
     out = Path(results) if results is not None else Path("runs") / "ablate" / f"{study_name}-{preset}"
     runs = [make_run(row, seed, out) for row in planned for seed in run_seeds]
@@ -184,4 +205,4 @@ def resolve(study: StudyFile, path: Path, study_name: str, source: str, *, prese
                 paper_metric=study.paper_metric,
                 fail_above=chosen.fail_above if chosen.fail_above is not None else study.fail_above,
                 source=source, results=out, seeds=run_seeds, rows=planned,
-                runs=runs, metric=study.metric)
+                runs=runs, metric=study.metric, family=family)

@@ -35,6 +35,16 @@ base <- spec <- preset overrides <- row overrides <- the row's own overrides for
 fails with one line naming the row before anything trains. A preset changes the budget around the
 rows (data, widths, length); what a row varies stays as the row says.
 
+What the paper claims is declared beside the rows, before any run, and is the family the study's
+verdict is decided by (sweep/family.py, results/verdicts.py); every other pair is exploratory:
+
+    claims:
+      - better: original (identity)        # a label or a list
+        worse: [constant scaling 0.5 / 1]  # a label or a list; or `chain: [best, ..., worst]`
+        metric: train_error                # default: the study's metric; or train_loss
+        source: "He 2016b sec. 3.2"
+    effect: 2.0                            # the gap the presets are sized for, in sd of a row's seeds
+
 Two presets exist for every study: `paper` (no changes: the papers' recipe) and a generic `quick`.
 A study may define its own, replacing these.
 """
@@ -81,6 +91,44 @@ class Row(_Strict):
     group: str | None = None
 
 
+# What a claim compares: the error the study reports (its `metric`), or how far training got, for the
+# papers' optimisation claims (He 2016b sec. 3.2: the gated and 1x1 shortcuts reach higher training
+# error; He 2016a Fig. 6: the deeper plain net's higher training error).
+ClaimMetric = Literal["test_error", "val_error", "train_loss", "train_error"]
+
+
+class Claim(_Strict):
+    """An ordering the paper states in words, declared before the runs: each of `better` below each
+    of `worse` (each a label or a list), or a `chain` of labels, best first (each below the next).
+    The claims are the family Holm's adjustment runs over; every other pair is exploratory."""
+
+    noun: ClassVar[str] = "a claim"
+    better: str | list[str] | None = None
+    worse: str | list[str] | None = None
+    chain: list[str] | None = None
+    metric: ClaimMetric | None = None  # None: the study's `metric`
+    source: Annotated[str, Field(min_length=1)]  # where the paper says it: "He 2016b sec. 3, Table 1"
+
+    @model_validator(mode="after")
+    def _pair_or_chain(self) -> Claim:
+        if self.chain is not None:
+            if self.better is not None or self.worse is not None:
+                raise ValueError("a claim is either `better` with `worse`, or a `chain`, not both")
+            if len(self.chain) < 2:
+                raise ValueError("a `chain` names at least two rows, best first")
+        elif not self.better or not self.worse:
+            raise ValueError("a claim needs `better` and `worse` (a label or a list), or a `chain` of labels")
+        return self
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """(better, worse) label pairs, in the order written."""
+        if self.chain is not None:
+            return list(zip(self.chain, self.chain[1:]))
+        better = [self.better] if isinstance(self.better, str) else list(self.better)
+        worse = [self.worse] if isinstance(self.worse, str) else list(self.worse)
+        return [(b, w) for b in better for w in worse]
+
+
 class Preset(_Strict):
     noun: ClassVar[str] = "a preset"
     about: str = ""
@@ -112,6 +160,11 @@ class StudyFile(_Strict):
     label: str | None = None
     run_dir: str | None = None
     presets: dict[str, Preset] = {}
+    # The orderings the paper states, tested as one family (None: every pair with a paper figure is).
+    claims: list[Claim] | None = None
+    # The gap the study is sized for, in sd of one row's seeds (results/power.py): the seeds a preset
+    # needs to resolve it with 80% power are said before any run starts.
+    effect: Annotated[float, Field(gt=0.0)] = 2.0
 
     @model_validator(mode="after")
     def _rows_or_grid(self) -> StudyFile:

@@ -273,3 +273,24 @@ def test_every_shipped_claim_names_rows_of_its_study():
             plan = plan_mod.plan(name, preset)  # a bad label would raise
             labels = {row.label for row in plan.rows}
             assert all({m.better, m.worse} <= labels for m in plan.family.members)
+
+
+def test_a_degrade_grid_declares_he_2016a_claims_in_training_error():
+    """Residual below plain at each depth, and each deeper plain net above the shallower one: three
+    claims for depths 8 and 26, decided on training error % paired by seed."""
+    from resnet_cli.results import degrade
+
+    fam = degrade.he2016a_claims([26, 8])
+    assert [(m.better, m.worse, m.metric) for m in fam.members] == [
+        ("residual-8", "plain-8", "train_error"), ("residual-26", "plain-26", "train_error"),
+        ("plain-8", "plain-26", "train_error")]
+
+    def rec(net, depth, seed, acc):
+        return {"net": net, "depth": depth, "seed": seed, "train_acc": acc}
+
+    # plain-26 trains worse than plain-8 at every one of 10 seeds: p 2/1024, alone in its family.
+    recs = [rec("plain", 8, s, 0.99) for s in range(10)] + [rec("plain", 26, s, 0.5 + s / 100) for s in range(10)]
+    got = degrade.claims(recs)
+    (claim,) = got["claims"]  # the residual twins are absent (--nets plain): their claims drop out
+    assert (claim["better"], claim["worse"]) == ("plain-8", "plain-26")
+    assert claim["p"] == 2 / 1024 and claim["p_holm"] == 2 / 1024 and claim["verdict"] == "in order"

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from resnet_cli import data as data_mod
 from resnet_cli import spec as S
 from resnet_cli.cli import app
+from resnet_cli.results import degrade as D_results
 from resnet_cli.errors import UserError
 from resnet_cli.experiments import degrade as D
 from resnet_cli.model import build_model, count_params
@@ -321,9 +322,16 @@ def test_summaries_carry_intervals_and_the_twins_paired_by_seed():
     assert plain["train_acc_interval"] is None  # two figures: no interval
     pair = res["paired"]["train_acc"]
     assert pair["seeds"] == [0, 1] and pair["mean"] == pytest.approx((0.45 + 0.37) / 2)
-    # Two differences, both positive: sign-flip p = 2/4; Holm over the grid's two pairs (train and
-    # test accuracy, the same numbers): 2 * 0.5 = 1.
-    assert pair["p"] == 0.5 and pair["p_holm"] == 1.0 and pair["resolved"] is False
+    # Two differences, both positive: sign-flip p = 2/4. The training pair is the grid's one claim
+    # (residual-26 below plain-26 in training error): Holm over 1 leaves 0.5. The test pair is
+    # exploratory: never adjusted, never resolved.
+    assert pair["p"] == 0.5 and pair["p_holm"] == 0.5 and pair["resolved"] is False and pair["verdict"] == "unresolved"
+    test = res["paired"]["test_acc"]
+    assert test["p"] == 0.5 and test["p_holm"] is None and test["verdict"] == "exploratory"
+    got = D_results.claims(recs)
+    (claim,) = got["claims"]
+    assert (claim["better"], claim["worse"], claim["metric"]) == ("residual-26", "plain-26", "train_error")
+    assert claim["diffs"] == pytest.approx([45.0, 37.0])  # training error %, plain minus residual, seeds 0 and 1
     # The difference's size: Walsh averages of (0.45, 0.37) are 0.37, 0.41, 0.45: Hodges-Lehmann 0.41;
     # two seeds give no interval.
     assert pair["shift"] == pytest.approx(0.41) and pair["interval"] is None
@@ -340,7 +348,7 @@ def test_jobs_2_gives_the_same_records_as_jobs_1(in_tmp):
     assert (in_tmp / "two" / "runs" / "plain-4-seed0" / "ablate.log").is_file()  # trained by a worker
     strip = lambda out: [{k: v for k, v in o.items() if k != "wall_s"} for o in lines(out)]  # noqa: E731
     assert strip(one.stdout) == strip(two.stdout)
-    assert len(strip(two.stdout)) == 4 + 4
+    assert len(strip(two.stdout)) == 4 + 4 + 1  # runs, summaries, and the grid's claims
 
 
 def test_list_prints_one_rerunnable_command_per_run_and_report_reads_the_grid(in_tmp):

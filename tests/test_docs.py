@@ -205,8 +205,9 @@ def test_degrade_reading_from_the_paired_differences_by_hand():
         p["seeds_needed"] = power.seeds_needed(p["diffs"], 2)
     row = {"event": "summary", "net": "residual", "depth": 26, "paired": paired}
     text = R.degrade_pairs([row])
-    assert text.startswith("Paired by seed (sign-flip test, Holm over the grid's pairs; the mean difference, and "
-                           "the Hodges-Lehmann interval with the coverage it has); 3 seeds cannot resolve a pair at 5%: ")
+    assert text.startswith("Paired by seed (sign-flip test; training accuracy is He 2016a's claim, Holm over the "
+                           "grid's claims; test accuracy exploratory, raw p only; the mean difference, and the "
+                           "Hodges-Lehmann interval with the coverage it has); 3 seeds cannot resolve a pair at 5%: ")
     assert "training accuracy: +31.7 points [+25.0, +40.0] 75% (p 0.25, Holm 0.5), not resolved at n = 3" in text
     assert "test accuracy: +2.3 points" in text and "(p 0.75, Holm 0.75), not resolved at n = 3" in text
     # Seeds for the test gap (mean 0.0233, sd 0.0751: 0.311 sd) at 0.05 / 2: the normal approximation

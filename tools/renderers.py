@@ -135,6 +135,9 @@ def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
             gap = f"ResNet-{s['depth']} minus plain-{s['depth']}, {name} accuracy: {100 * p['mean']:+.1f} points"
             t = p.get("interval")
             ti = (f" [{100 * t[0]:+.1f}, {100 * t[1]:+.1f}] {evidence.coverage_label(p['coverage'])}" if t else "")
+            if p.get("p_holm") is None:  # exploratory: not one of He 2016a's claims, never called resolved
+                out.append(f"{gap}{ti} (p {p['p']:.3g}, exploratory) at n = {p['n']}.")
+                continue
             test = f"p {p['p']:.3g}, Holm {p['p_holm']:.3g}"
             if p["resolved"]:
                 out.append(f"{gap}{ti} ({test}), resolved at n = {p['n']}.")
@@ -143,8 +146,9 @@ def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
                 out.append(f"{gap}{ti} ({test}), not resolved at n = {p['n']}{'; ' + more if more else ''}.")
     if not out:
         return ""
-    head = ("Paired by seed (sign-flip test, Holm over the grid's pairs; the mean difference, and the "
-            "Hodges-Lehmann interval with the coverage it has)")
+    head = ("Paired by seed (sign-flip test; training accuracy is He 2016a's claim, Holm over the grid's claims; "
+            "test accuracy exploratory, raw p only; the mean difference, and the Hodges-Lehmann interval with "
+            "the coverage it has)")
     if not any(can):
         head += f"; {min(p['n'] for s in summaries for p in (s.get('paired') or {}).values())} seeds cannot resolve a pair at 5%"
     return head + ": " + " ".join(out) + "\n"

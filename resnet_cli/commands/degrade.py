@@ -12,7 +12,7 @@ from .. import errors, output
 from ..cli import command
 from ..errors import UserError
 from ..experiments import degrade as deg
-from ..results import evidence
+from ..results import evidence, verdicts
 from ..experiments.degrade import DEFAULT_CONFIG, NETS
 from ..experiments.degrade_runs import load_record
 from ..spec.seeds import HELP as SEEDS_HELP
@@ -182,9 +182,11 @@ def _render(grid, fmt, log) -> None:
     for record in reused:
         log.print(_run_text(record, True))
     table = (lambda width: _table(grid.summaries, grid.plan)) if grid.summaries else None
-    output.render([*({k: r.get(k) for k in _RUN_KEYS} for r in grid.records), *grid.summaries], fmt,
+    output.render([*({k: r.get(k) for k in _RUN_KEYS} for r in grid.records), *grid.summaries,
+                   *([grid.claims] if grid.claims else [])], fmt,
                   output.View(draw=table, show=False))
     _findings(grid, log)
+    _claims(grid, log)
     planned = len(grid.plan.depths) * len(grid.plan.nets) * len(grid.plan.seeds)
     done = sweep.tally(outcomes, planned, finished=len(reused), finished_words="reused")
     if grid.figure is not None:
@@ -227,6 +229,23 @@ def _findings(grid, log) -> None:
             mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]" if f["expected"] \
                 else "[yellow]not reached at this budget[/]"
             log.print(f"  {f['finding']} ({f['source']}): {a} against {b}  {mark}")
+
+
+def _claims(grid, log) -> None:
+    """He 2016a's claims about the grid, each decided by the sign-flip test after Holm over them."""
+    c = grid.claims
+    if not c or not c["claims"]:
+        return
+    log.print(f"He 2016a's claims, training error % paired by seed (sign-flip test, Holm over the "
+              f"{c['family']['size']}): {c['claims_in_order']} in the paper's order and resolved, "
+              f"{c['claims_unresolved']} unresolved, {c['claims_reversed']} reversed")
+    style = {"in order": "green", "reversed": "red", "unresolved": "yellow"}
+    for p in c["claims"]:
+        holm = "-" if p["p_holm"] is None else f"{p['p_holm']:.3g}"
+        log.print(escape(f"  {p['better']} < {p['worse']}: difference {verdicts.shift_str(p)} (n {p['n']}, "
+                         f"Holm p {holm})") + f"  [{style[p['verdict']]}]{p['verdict']}[/]")
+    if c["power"]:
+        log.print(escape(f"  {c['power']}"))
 
 
 def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | None) -> list[tuple[str, Any]]:

@@ -192,6 +192,7 @@ class Grid:
     summaries: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] | None = None
     he2016a: list[dict[str, Any]] | None = None
+    claims: dict[str, Any] | None = None  # He 2016a's claims about the grid, decided after Holm (results/degrade.py)
     figure: Path | None = None
 
 
@@ -249,6 +250,7 @@ def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum
     grid = Grid(plan, records(plan.study, refused), outcomes, signum)
     if grid.records:
         grid.summaries = summarise(grid.records)
+        grid.claims = results.claims(grid.records)
         grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
         grid.figure = plots.figure(grid.summaries, curve_bands(grid.records), plan.out / FIGURE_FILE)
     grid.wall_s = time.perf_counter() - tick if tick is not None else 0.0
@@ -272,7 +274,7 @@ def write_result(grid: Grid) -> None:
     plan = grid.plan
     result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
               "base_spec": plan.base, "summaries": grid.summaries, "findings": grid.findings,
-              "he2016a": grid.he2016a,
+              "he2016a": grid.he2016a, "claims": grid.claims,
               "wall_s": round(grid.wall_s, 1),  # this invocation, reused runs costing nothing
               "train_wall_s": round(sum(r["wall_s"] or 0.0 for r in grid.records), 1),  # every run's own training time
               "versions": versions(), "git_commit": git_commit(),

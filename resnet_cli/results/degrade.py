@@ -10,7 +10,8 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from . import evidence, power
+from ..sweep.family import Family, Member
+from . import evidence, verdicts
 
 NETS = ("plain", "residual")
 
@@ -24,20 +25,61 @@ def _stats(values: list[float | None]) -> dict[str, float | None]:
 
 PAIRED = ("train_acc", "test_acc")
 
+# He 2016a's claims about a plain/residual grid, in its words, as the Holm family its verdicts come
+# from; the other residual-minus-plain comparisons (test accuracy) are exploratory.
+RESIDUAL_BELOW_PLAIN = ("He 2016a sec. 4.1, Fig. 4 and 6: the residual net reaches lower training error than "
+                        "its plain twin")
+DEEP_PLAIN_WORSE = ("He 2016a sec. 4.1, Fig. 1 and 4: the deeper plain net has higher training error than the "
+                    "shallower one (the degradation problem)")
+
+
+def label(net: str, depth: int) -> str:
+    return f"{net}-{depth}"
+
+
+def he2016a_claims(depths: list[int]) -> Family:
+    """The grid's declared claims, in training error: residual below plain at each depth; each
+    deeper plain net above the next shallower one."""
+    depths = sorted(set(depths))
+    members = [Member(label("residual", d), label("plain", d), "train_error", RESIDUAL_BELOW_PLAIN) for d in depths]
+    members += [Member(label("plain", a), label("plain", b), "train_error", DEEP_PLAIN_WORSE)
+                for a, b in zip(depths, depths[1:])]
+    return Family(declared=True, members=tuple(members))
+
+
+def _train_error(acc: Any) -> float | None:
+    return None if acc is None else 100.0 * (1.0 - acc)
+
+
+def claims(records: list[dict[str, Any]], family: Family | None = None) -> dict[str, Any]:
+    """The grid's claims decided as one Holm family (verdicts.py's rule): each claim's difference,
+    worse minus better in training error % paired by seed, with its interval, p, Holm p, verdict and
+    the seeds that would resolve it; the counts; the power line."""
+    family = family or he2016a_claims([r["depth"] for r in records])
+    values: dict[str, dict[Any, float | None]] = {}
+    for r in records:
+        values.setdefault(label(r["net"], r["depth"]), {})[r["seed"]] = _train_error(r["train_acc"])
+    rows = [{"index": i, "row": name, "group": None, "paper": None, "median": None, "fail": False,
+             "values": {"error": {}, "train_error": vals, "train_loss": {}}}
+            for i, (name, vals) in enumerate(values.items(), start=1)]
+    present = tuple(m for m in family.members if m.better in values and m.worse in values)  # --nets may drop a twin
+    got = verdicts.compare(rows, Family(declared=True, members=present))
+    return {"event": "claims", **{k: got[k] for k in ("family", "claims", "claims_in_order", "claims_unresolved",
+                                                      "claims_reversed", "power", "difference")}}
+
 
 def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
     """Median and min-max over seeds per (net, depth), with mean, std and the median's
     order-statistic interval with its coverage (evidence.py; none below 3 seeds); n counts runs,
     diverged ones included in n and named (a diverged run counts as a failed run at chance,
     degrade_runs.py, in the medians, the intervals and the pairs alike). The residual row of a depth also carries `paired`: residual minus plain per
-    metric, paired by seed (the twins share every seed), with the sign-flip p, its Holm adjustment
-    over all the grid's pairs, the Hodges-Lehmann difference with its interval and coverage, and
-    the seeds that would resolve it (power.py). `reference`: the published
+    metric, paired by seed (the twins share every seed), with the sign-flip p, the Hodges-Lehmann
+    difference with its interval and coverage; the training-accuracy pair is a declared claim
+    (`claims`), Holm-adjusted over the claims, the test-accuracy pair exploratory (raw p only). `reference`: the published
     figures by (dataset, net, depth), carried beside ours."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["net"], r["depth"]), []).append(r)
-    family = len(PAIRED) * sum(net == "residual" and ("plain", depth) in groups for net, depth in groups)
     out = []
     for (net, depth), runs in sorted(groups.items(), key=lambda kv: (kv[0][1], NETS.index(kv[0][0]))):
         row: dict[str, Any] = {"event": "summary", "net": net, "depth": depth, "n": len(runs),
@@ -52,17 +94,25 @@ def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str,
             row[f"{metric}_interval"], row[f"{metric}_coverage"] = ev["interval"], ev["coverage"]
         twin_runs = groups.get(("plain", depth)) if net == "residual" else None
         if twin_runs:
-            row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs},
-                                                family) for m in PAIRED}
+            row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs})
+                             for m in PAIRED}
         # The published figures are for conv nets; a vit grid on the same data has none.
         ref = reference.get((runs[0]["dataset"], net, depth)) if runs[0].get("family") != "vit" else None
         if ref:
             row["reference"] = ref
         out.append(row)
-    evidence.adjust([row["paired"][m] for row in out if "paired" in row for m in PAIRED])  # one family: the grid
+    # The training-accuracy pair of a depth is its claim (residual below plain in training error):
+    # Holm over the declared claims decides it. Test accuracy is exploratory: raw p only.
+    decided = {(c["better"], c["worse"]): c for c in claims(records)["claims"]}
     for row in out:
-        for pair in (row.get("paired") or {}).values():
-            pair["seeds_needed"] = power.seeds_needed(pair["diffs"], family)
+        for metric, pair in (row.get("paired") or {}).items():
+            claim = decided.get((label("residual", row["depth"]), label("plain", row["depth"]))) \
+                if metric == "train_acc" else None
+            if claim is None:
+                pair.update(p_holm=None, resolved=False, verdict="exploratory", seeds_needed=None)
+            else:
+                pair.update(p_holm=claim["p_holm"], resolved=claim["resolved"], verdict=claim["verdict"],
+                            seeds_needed=claim["seeds_needed"])
     return out
 
 

@@ -88,6 +88,26 @@ def test_stack_mode_rows_per_stack_size_on_the_specs_own_data(in_tmp):
                                              / row["separate_images_per_s_per_seed"])
 
 
+@pytest.mark.slow
+def test_stack_mode_without_a_spec_runs_offline_on_synthetic_images(in_tmp, monkeypatch):
+    """`resnet bench --stack` with no spec stopped on the default spec's CIFAR-10 download, where
+    `resnet bench` runs offline on synthetic images: it measures the same way now."""
+    monkeypatch.setenv("RESNET_DATA", str(in_tmp / "no-data-here"))
+    r = invoke("bench", "--stack", "1,2", "--depth", "8", "--set", "model.widths=[4,4,8]", "--batch-size", "8",
+               "--steps", "1", "--warmup", "1", "--rounds", "1", "--threads", "1", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert {row["dataset"] for row in json_lines(r.stdout)} == {"synthetic"}
+
+
+def test_stack_mode_on_missing_data_is_one_line_before_measuring(in_tmp):
+    r = invoke("bench", "cifar/resnet20", "--stack", "1", "--set", f"data.dir={in_tmp / 'nowhere'}",
+               "--set", "data.download=false")
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "CIFAR-10" in lines[0] and "measurement failed" not in lines[0], r.stderr
+    assert "resnet_cli." not in r.stderr and "UserError" not in r.stderr
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--data-only", "--memory"], "one"),
     (["--stack", "4", "--memory"], "one"),

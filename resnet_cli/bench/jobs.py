@@ -11,6 +11,7 @@ import copy
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,7 +70,9 @@ def run_job(job: dict[str, Any], extra_env: dict[str, str] | None = None) -> dic
                 why += " (out of memory?)"
         else:
             lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            why = lines[-1][:300] if lines else f"exit status {proc.returncode}"
+            # The child's last line is its exception; the user reads what went wrong, not our class names.
+            why = re.sub(r"^[\w.]+(Error|Exception|Failed)\w*: ", "", lines[-1])[:300] if lines \
+                else f"exit status {proc.returncode}"
         raise MeasureFailed(f"{job['side']} {job['mode']} measurement failed: {why}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     if not lines:

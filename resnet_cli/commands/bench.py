@@ -71,6 +71,14 @@ def bench(
     ks = stack_mod.parse(stack) if stack is not None else None
     if ks is None:
         bench_mod.check_spec(spec)  # the baseline comparison feeds CIFAR-shaped images
+    else:
+        if spec_file is None and not any(item.startswith("data.") for item in set_ or []):
+            # No spec named: CIFAR-shaped synthetic images, as the plain bench feeds, so it runs offline.
+            spec = common.build_spec(None, ["data.dataset=synthetic", *(set_ or [])], depth=depth, preact=preact,
+                                     batch_size=batch_size, seed=seed, device=device, threads=threads)
+        from ..data import check_readable
+
+        check_readable(spec.data)  # missing data is one line here, not a failure in each child
     if device is not None or spec.run.device != "auto":
         # An unavailable device is bad input: say so before measuring. `plan` without probing the
         # GPU: a CUDA context in this parent would hold GPU memory while the children measure.

@@ -312,3 +312,17 @@ def test_report_pairs_the_activation_study_within_each_net(tmp_path):
     assert sorted((p["better_index"], p["worse_index"]) for p in summary["claims"]) == [(2, 1), (4, 3)]
     assert {p["group"] for p in summary["claims"]} == {"ResNet-110", "ResNet-164"}
     assert {r["group"] for r in lines if r["event"] == "row"} == {"ResNet-110", "ResNet-164"}
+
+
+def test_tau_ranks_the_rows_medians_not_their_means(tmp_path):
+    """Row 2 has one outlier seed: its median (2.1) is the best, its mean (6.37) the worst. By
+    medians one pair of six is discordant with the paper's 1 < 2 < 3 < 4 (tau 4/6 = 0.667); by means
+    two are (tau 2/6 = 0.333)."""
+    errors = {1: (3.0, 3.0, 3.1), 2: (2.0, 2.1, 15.0), 3: (3.9, 4.0, 4.1), 4: (4.9, 5.0, 5.1)}
+    _study(tmp_path, errors, PAPER)
+    (summary,) = [x for x in _json(["report", tmp_path, "--json"])[0] if x["event"] == "study"]
+    medians = [float(np.median(errors[i])) for i in sorted(errors)]
+    means = [float(np.mean(errors[i])) for i in sorted(errors)]
+    papers = [PAPER[i] for i in sorted(PAPER)]
+    assert summary["kendall_tau"] == pytest.approx(stats.kendalltau(medians, papers).statistic) == pytest.approx(4 / 6)
+    assert stats.kendalltau(means, papers).statistic == pytest.approx(2 / 6)

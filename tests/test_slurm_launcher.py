@@ -124,3 +124,46 @@ def test_the_launcher_options_are_declared_once_and_every_submitting_command_has
     package = Path(__file__).resolve().parents[1] / "resnet_cli"
     declaring = [p.name for p in package.rglob("*.py") if '"--partition"' in p.read_text()]
     assert declaring == ["cluster.py"]
+
+
+def test_what_submitit_is_handed_equals_the_cluster_file(in_tmp, monkeypatch):
+    """Checked without a cluster: a stand-in for submitit records the executor's arguments, and each
+    is compared with the cluster file read here with yaml (not through SlurmSettings): the requeue
+    budget (submitit's max_num_timeout), the time limit, the resources and the array's size."""
+    import types
+
+    import yaml
+
+    from resnet_cli.sweep import plan as plan_mod, slurm
+
+    seen: dict = {}
+
+    class Executor:
+        def __init__(self, folder, max_num_timeout):
+            seen["folder"], seen["max_num_timeout"] = folder, max_num_timeout
+
+        def update_parameters(self, **params):
+            seen["params"] = params
+
+        def map_array(self, fn, items):
+            seen["items"] = list(items)
+            return [types.SimpleNamespace(job_id=f"42_{i}", paths=types.SimpleNamespace(stderr=f"e{i}"))
+                    for i in range(len(seen["items"]))]
+
+    import submitit
+
+    fake = types.SimpleNamespace(SlurmExecutor=Executor, helpers=submitit.helpers, core=submitit.core)
+    monkeypatch.setattr(slurm, "_submitit", lambda: fake)
+    text = ("slurm:\n  partition: long\n  time: 720\n  cpus_per_run: 4\n  gpus_per_run: 1\n  mem: 32G\n"
+            "  requeues: 5\n  array_parallelism: 7\n  signal_delay_s: 300\n  sbatch: ['--constraint=h100']\n")
+    (in_tmp / "cluster.yaml").write_text(text)
+    want = yaml.safe_load(text)["slurm"]
+    plan = plan_mod.plan("projection", "quick", results=in_tmp / "res")
+    sub = slurm.submit(plan, slurm.settings("cluster.yaml", {}), plan.runs)
+    assert seen["max_num_timeout"] == want["requeues"] == 5  # not one more, not one fewer
+    p = seen["params"]
+    assert (p["time"], p["cpus_per_task"], p["gpus_per_node"], p["mem"], p["partition"]) == (
+        want["time"], want["cpus_per_run"], want["gpus_per_run"], want["mem"], want["partition"])
+    assert p["array_parallelism"] == want["array_parallelism"] and p["signal_delay_s"] == want["signal_delay_s"]
+    assert p["additional_parameters"] == {"constraint": "h100"}
+    assert len(seen["items"]) == len(plan.runs) == 4 * 9 and sub.job_id == "42"  # one task per run

@@ -28,10 +28,33 @@ from .errors import PipeClosed
 class Format(enum.Enum):
     TABLE = "table"
     JSON = "json"
+    CSV = "csv"  # for pandas and R (results/formats.py)
+    MARKDOWN = "markdown"  # the docs' tables (results/markdown.py)
+    LATEX = "latex"  # booktabs, for a paper (results/formats.py)
 
 
-def choose(json_flag: bool) -> Format:
+TEXT_FORMATS = (Format.CSV, Format.MARKDOWN, Format.LATEX)
+
+
+def choose(json_flag: bool, asked: Format | None = None) -> Format:
+    """`--format` where given (with `--json`, only json); else JSON lines when piped or asked, the
+    table on a terminal."""
+    if asked is not None:
+        if json_flag and asked is not Format.JSON:
+            from .errors import UserError
+
+            raise UserError(f"--json and --format {asked.value} ask for two formats: give one")
+        return asked
     return Format.JSON if json_flag or not sys.stdout.isatty() else Format.TABLE
+
+
+def write(text: str) -> None:
+    """A rendered document (csv, markdown, LaTeX) on stdout as it is."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise PipeClosed() from None
 
 
 def stderr() -> Console:

@@ -60,7 +60,7 @@ TRAIN_RUNS = [(n, 0) for n in TRAIN_NETS] + [(n, s) for s in (1, 2) for n in ("p
 LESION_SEEDS = (0, 1, 2)
 JACOBIAN_SEEDS = range(10)
 LANDSCAPES = {"26-1d": (26, 1, 41), "26-2d": (26, 2, 21), "56-1d": (56, 1, 41), "56-2d": (56, 2, 15)}
-STUDIES = ("shortcut", "activation", "activation-modern", "projection", "depth", "zero-init")
+STUDIES = ("shortcut", "activation", "activation-modern", "projection", "depth", "zero-init", "gate-bias")
 # He 2016b Tables 1 and 2 and the depth study on real images (`make docs-fashion-studies`, an hour or more
 # each on 2 cores): the studies' `fashion` presets, two workers of one thread each.
 FASHION_STUDIES = ("shortcut", "activation", "depth")
@@ -156,7 +156,10 @@ def _jobs() -> dict[str, Job]:
             "--out", f"docs/figures/landscape-fashion-{key}.png", "--json")))
     for study in STUDIES:
         out = f"runs/docs/ablate/{study}"
-        jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--out", out,
+        # Each row's seeds as one stacked net (8x8 digits nets: 1.4x per seed at 8 seeds, docs/bench.md),
+        # two workers of one thread each.
+        jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--stack", "16", "--jobs", "2",
+                                            "--threads", "1", "--out", out,
                                             "--figure", f"docs/figures/ablate-{study}.png", "--json"), fresh=(out,)))
     for study in FASHION_STUDIES:
         out = f"runs/docs/ablate-fashion/{study}"
@@ -173,8 +176,9 @@ def _jobs() -> dict[str, Job]:
                                             "--figure", f"docs/figures/ablate-{study}.png", "--json"), fresh=(out,)))
     for study in NORM_STUDIES:
         out = f"runs/docs/ablate/{study}"
-        jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--jobs", "2", "--threads", "1",
-                                            "--out", out, "--figure", f"docs/figures/ablate-{study}.png", "--json"),
+        jobs.append(Job(f"ablate-{study}", ("ablate", study, "--preset", "quick", "--stack", "16", "--jobs", "2",
+                                            "--threads", "1", "--out", out, "--figure",
+                                            f"docs/figures/ablate-{study}.png", "--json"),
                         fresh=(out,)))
     for init, fig in VIT_GRADNORM.items():
         jobs.append(Job(f"gradnorm-vit-{init}", ("gradnorm", "--base", "vit/digits-tiny", "-v", "post_ln", "-v", "pre_ln",
@@ -318,8 +322,10 @@ def _sections() -> list[Section]:
 # He 2016b Table 2 compares the unit orderings of ResNet-110 and of ResNet-164, each net on its
 # own (the presets give them different widths): the order is counted within each net.
 def _study(records: list[dict[str, Any]]) -> str:
-    """A study's table, then its rows' order against the paper's (within each row's group)."""
-    return S.ablate_table(records) + "\n" + S.ablate_order(records)
+    """A study's table, then its reading: `resnet ablate --format markdown`'s renderer, the same text."""
+    from resnet_cli.results import markdown
+
+    return markdown.study(records)
 
 
 def _export_sizes() -> dict[str, int]:

@@ -10,25 +10,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from resnet_cli.results import evidence, power  # the statistics, one place (torch-free)
+from resnet_cli.results import evidence  # the statistics, one place (torch-free)
+from resnet_cli.results.markdown import DASH, fixed, md_table, seeds_needed_str  # noqa: F401 (shared with the package)
 from resnet_cli.output import duration  # wall times in one form, here and on the terminal
-
-DASH = "-"
-
-
-def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-def fixed(x: float | None, digits: int = 2) -> str:
-    if x is None or (isinstance(x, str)):
-        return DASH if x is None else str(x)
-    return f"{x:.{digits}f}"
-
 
 def sci(x: float | None) -> str:
     """8.8e+05: two significant digits and the exponent, which is what a gradient norm is read for."""
@@ -106,17 +92,6 @@ def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] 
               + f"{f['article_range'][0]:g}–{f['article_range'][1]:g}", f["criterion"],
               "yes" if f["reproduced"] else "**no**") for f in findings])
     return text
-
-
-def seeds_needed_str(need: dict[str, Any] | None) -> str:
-    """'about 9 seeds (6-40 over the sd's uncertainty) would resolve it', or ''."""
-    if not need:
-        return ""
-    if need["estimate"] is None:
-        return f"more than {need['more_than']} seeds would be needed to resolve it with 80% power"
-    lo, hi = (power.count_str(n) for n in need["range"])
-    spread = f" ({lo}-{hi} over the sd's own uncertainty)" if hi != lo else ""
-    return f"about {need['estimate']} seeds{spread} would resolve it with 80% power"
 
 
 def degrade_pairs(summaries: list[dict[str, Any]]) -> str:

@@ -21,7 +21,7 @@ from ..sweep import engine as sweep
 from ..plots import study_bars
 from ..sweep import plan as study_mod
 from ..sweep import study_file
-from ..results import power, study, table as study_table
+from ..results import formats, power, study, table as study_table
 from ..sweep import family as family_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
@@ -59,6 +59,8 @@ def ablate(
     figure: Figure = None,
     set_: common.Set = None,
     json_: common.Json = False,
+    format_: common.StudyFormat = None,
+    pairs: common.Pairs = False,
     stack: common.Stack = None,
     *,
     cluster: launcher.Request,
@@ -68,6 +70,12 @@ def ablate(
 
     # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
+    fmt = output.choose(json_, format_)  # a clash of --json and --format is one line before anything runs
+    if pairs and fmt is not output.Format.CSV:
+        raise UserError("--pairs: one line per claim and pair is a csv layout; give --format csv")
+    if fmt in output.TEXT_FORMATS and (only is not None or budgets is not None):
+        raise UserError(f"--format {fmt.value} renders a study's table; --only and --budgets print their own "
+                        "records: use --json")
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
     writable.check_dir(plan.results)  # a file in the way: one line now, not a traceback per run later
     if budgets is not None:
@@ -80,7 +88,7 @@ def ablate(
         fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if cluster.wait else None
 
         def final(submitted, failed: dict[str, str]) -> None:  # --wait: the table a local sweep prints
-            _study_table(plan, failed, output.choose(json_), fig_path)
+            _study_table(plan, failed, fmt, fig_path, pairs=pairs)
             for key, message in failed.items():
                 output.info(f"[red]run {key} failed[/]: {escape(message)}")
             if failed:
@@ -88,18 +96,17 @@ def ablate(
 
         if not cluster.dry_run:
             plan = _record_family(plan)
-        return launcher.run(plan, cluster, json_, final)
+        return launcher.run(plan, cluster, fmt is output.Format.JSON, final)
     if list_:
         replay = ["ablate", plan.source, "--preset", plan.preset, "--out", str(plan.results)]
         if plan.budgets != [1]:
             replay += ["--budgets", ",".join(str(b) for b in plan.budgets)]
         replay += [word for item in sets for word in ("--set", item)]
         return common.print_lines(sweep.list_commands(plan, replay))
-    fmt = output.choose(json_)
     if only is not None:
         return _only(plan, only, fmt)
     fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
-    return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack))
+    return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack), pairs)
 
 
 def _power_line(plan) -> str:
@@ -188,7 +195,8 @@ class _Progress:
         self.records[run.key] = report.planned_run(self.plan, run, run.key in self.running, self.failed.get(run.key))
 
 
-def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, stack: int = 0) -> None:
+def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, stack: int = 0,
+           pairs: bool = False) -> None:
 
     sweep.check_data(plan)  # before any run directory is made
     plan = _record_family(plan)
@@ -214,7 +222,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
     outcomes = result.outcomes.values()
     console.print(f"{sweep.tally(result.outcomes, len(plan.runs))}, in {time.perf_counter() - tick:.0f} s")
 
-    _study_table(plan, progress.failed, fmt, figure_path, threshold)
+    _study_table(plan, progress.failed, fmt, figure_path, threshold, pairs)
     if progress.live is not None:  # its table has gone; without it, each run's line has said so already
         for key, message in progress.failed.items():
             console.print(f"[red]run {key} failed[/]: {escape(message)}")
@@ -226,7 +234,8 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
         raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)
 
 
-def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None) -> None:
+def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None,
+                 pairs: bool = False) -> None:
     """The study's table from its run directories (`failed`: ROW:SEED -> why), and its figure."""
     tables = report.aggregate(report.planned(plan, set(), failed))
     for table in tables:
@@ -235,7 +244,11 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
         _budget_table(tables, threshold, fmt, plan)
         return
     result = study.compute(tables[0])  # every statistic once; the table, the JSON and the figure compute none
-    output.render(study_table.records(result), fmt, output.View(draw=lambda width: study_table.render_all(result, width=width)))
+    if fmt in output.TEXT_FORMATS:
+        output.write(formats.studies_text([study_table.records(result)], fmt.value, pairs))
+    else:
+        output.render(study_table.records(result), fmt,
+                      output.View(draw=lambda width: study_table.render_all(result, width=width)))
     if any(row.n or row.diverged for row in result.rows):
         output.info(f"figure: {study_bars.figure(result, figure_path)}")
 

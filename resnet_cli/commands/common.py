@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from .. import output
 from .. import spec as spec_mod
 from ..spec import Spec
 from ..spec.datasets import DATASETS
@@ -49,6 +50,12 @@ def stack_cap(text: str | None) -> int:
 
 
 Json = Annotated[bool, typer.Option("--json", help="JSON lines on stdout (automatic when stdout is not a terminal).")]
+StudyFormat = Annotated[Optional[output.Format], typer.Option(
+    "--format", case_sensitive=False,
+    help="table (a terminal's default), json (the default when piped), csv (one line per row; with --pairs, per "
+         "claim and pair), markdown (the docs' table and reading) or latex (a booktabs table).")]
+Pairs = Annotated[bool, typer.Option("--pairs", help="With --format csv: one line per claim and exploratory pair "
+                                                     "instead of one per row.")]
 
 
 def flag_overrides(*, depth=None, preact=False, dataset=None, data_dir=None, epochs=None, iters=None,

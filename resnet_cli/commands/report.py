@@ -13,7 +13,7 @@ from ..errors import UserError
 from ..sweep import budgets
 from ..results import report as report_mod
 from ..plots import gates as gates_plot, study_bars
-from ..results import study, table as study_table
+from ..results import formats, study, table as study_table
 from ..runs.files import SPEC, STUDY
 from . import common
 
@@ -29,11 +29,22 @@ def report(
     gates: Annotated[Optional[str], typer.Option("--gates", help="Also plot the mean gate per unit over epochs of "
                                                                  "the gated runs here (PNG).")] = None,
     json_: common.Json = False,
+    format_: common.StudyFormat = None,
+    pairs: common.Pairs = False,
+    runs: Annotated[bool, typer.Option("--runs", help="One line per run directory instead of per study row: study, "
+                                                      "row, seed, status, errors, length, wall time, where and with "
+                                                      "what it ran (with --format csv: pandas.read_csv reads it "
+                                                      "as is).")] = False,
 ) -> None:
     """One table per study (row, test error median with its interval and coverage, mean ± std over
     seeds, n, training loss, status, the paper's figure; Kendall's tau against the paper's order),
     read only from study.json, spec.yaml, summary.json, metrics.jsonl. The same spec and seed found
     twice counts once."""
+    fmt = output.choose(json_, format_)
+    if pairs and fmt is not output.Format.CSV:
+        raise UserError("--pairs: one line per claim and pair is a csv layout; give --format csv")
+    if runs and fmt in (output.Format.LATEX, output.Format.MARKDOWN):
+        raise UserError(f"--runs lists run directories as table, json or csv, not {fmt.value}")
     root = Path(directory)
     if not root.is_dir():
         raise UserError(f"{directory}: no such directory")
@@ -45,13 +56,14 @@ def report(
     if pending:
         output.info(f"{len(pending)} planned run(s) of the study have no run directory below {directory}: "
                     "shown as pending")
+    if runs:
+        return _runs(found, fmt, directory)
     tables = report_mod.aggregate(found + pending)
     if duplicates:  # the same spec and seed found again: one seed, not two
         shown = ", ".join(str(p) for p in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
         output.info(f"{len(duplicates)} duplicate run(s) ignored (same spec and seed as another): {shown}")
     if not tables:
         raise UserError(f"{directory}: no run directories ({SPEC} or {STUDY}) below it")
-    fmt = output.choose(json_)
     if any(t.budget != 1 for t in tables):  # runs of `resnet ablate --budgets`: one table over the budgets
         for btable in budgets.build(tables, threshold):
             output.render([budgets.row_json(btable, row) for row in btable.rows], fmt,
@@ -62,7 +74,9 @@ def report(
         if table.family is not None and table.family.note:
             output.info(f"{table.study} (preset {table.preset}): {table.family.note}")
     results = [study.compute(table) for table in tables]  # every statistic once; the views compute nothing
-    for result in results:
+    if fmt in output.TEXT_FORMATS:
+        output.write(formats.studies_text([study_table.records(r) for r in results], fmt.value, pairs))
+    for result in results if fmt not in output.TEXT_FORMATS else ():
         output.render(study_table.records(result), fmt,
                       output.View(draw=lambda width, r=result: study_table.render_all(r, width=width)))
     if target is not None:
@@ -72,3 +86,17 @@ def report(
             output.info(f"figure: {study_bars.figure(table, path)}")
     if gates_target is not None:
         output.info(f"gates: {gates_plot.figure(root, gates_target)}")
+
+
+def _runs(found, fmt, directory: str) -> None:
+    """`--runs`: one record per run directory (results/report.py run_rows)."""
+    rows = report_mod.run_rows(found)
+    if not rows:
+        raise UserError(f"{directory}: no run directories below it")
+    if fmt is output.Format.CSV:
+        output.write(formats.write_csv(formats.RUN_COLUMNS, rows))
+        return
+    shown = ("study", "row", "seed", "status", "test_error", "train_loss", "epochs", "wall_s", "run_dir")
+    output.render(rows, fmt, output.View(title=f"runs below {directory}", columns=shown,
+                                         row=lambda r: [output.fmt(r[c]) if isinstance(r[c], float) else
+                                                        ("-" if r[c] is None else r[c]) for c in shown]))

@@ -27,7 +27,7 @@ from typing import Any
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..runs import reader as runs_reader
-from ..runs.files import FINAL
+from ..runs.files import FINAL, META
 from ..runs.reader import RunRecord
 from ..spec.datasets import chance_error
 from ..sweep import family as family_mod
@@ -287,3 +287,38 @@ def results(records: list[SeedResult], root: Path | None = None) -> list[StudyRe
     for table in tables:
         table.family = family_of(table, root)
     return [study.compute(table) for table in tables]
+
+
+# What a run's status is called in a one-row-per-run table: the sweep's "error" is a failed run.
+_RUN_STATUS = {"error": "failed"}
+
+
+def _run_status(status: str, summary: dict[str, Any]) -> str:
+    """completed, diverged, interrupted (stopped by a signal: its summary says so), failed, running,
+    unfinished."""
+    if status == "unfinished" and summary.get("status") == "interrupted":
+        return "interrupted"
+    return _RUN_STATUS.get(status, status)
+
+
+def run_rows(records: list[SeedResult]) -> list[dict[str, Any]]:
+    """One record per run directory (`resnet report --runs`): its study row and seed, status, the
+    last epoch's figures (and `counted_error`, the error its row's statistics count: a groupby
+    median over it is the table's median), its length, wall time, size, where and with what it ran (meta.json), and
+    its directory. Planned runs with no directory yet are left out."""
+    out = []
+    for r in records:
+        if r.status == "pending":
+            continue
+        meta = runs_reader.read_json(r.path / META) or {}
+        summary = RunRecord.read(r.path).summary or {}
+        out.append({"event": "run", "study": r.study, "preset": r.preset, "row": r.row, "group": r.group,
+                    "seed": r.seed, "status": _run_status(r.status, summary), "test_error": r.test_error,
+                    # as the study table counts it: a diverged run at its dataset's chance error
+                    "counted_error": r.counted(),
+                    "train_loss": r.train_loss, "train_error": r.train_error, "epochs": summary.get("epochs"),
+                    "iterations": summary.get("iterations"), "wall_s": r.wall_s, "params": r.params or meta.get("params"),
+                    "device": summary.get("device") or meta.get("device"), "threads": meta.get("threads"),
+                    "torch": (meta.get("versions") or {}).get("torch"), "git_commit": meta.get("git_commit"),
+                    "run_dir": str(r.path)})
+    return out

@@ -70,6 +70,9 @@ EXPORT_FORMATS = {"torchscript": "res26.pt", "onnx": "res26.onnx", "state_dict":
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
 # docs/normfree.md's study (Fixup, SkipInit, ReZero, stochastic depth), its table in ablate.md: two workers of one thread.
 NORM_STUDIES = ("normalisation",)
+REPORT_FORMATS = {"csv": ("--format", "csv"), "pairs": ("--format", "csv", "--pairs"),
+                  "markdown": ("--format", "markdown"), "latex": ("--format", "latex"),
+                  "runs": ("--runs", "--format", "csv")}
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
 # Fashion-MNIST (`make docs-fashion`, about 5 hours on 2 cores): He 2016a Fig. 1/6 on real images,
@@ -194,6 +197,9 @@ def _jobs() -> dict[str, Job]:
         jobs.append(Job(f"bench-stack-{key}", ("bench", *argv, "--threads", "1", "--json")))
     for cmd in COMMANDS:
         jobs.append(Job(f"usage-{cmd}", (cmd, "--help"), json_lines=False))
+    # docs/report.md: each output format on a real study (the projection study's quick runs).
+    for key, argv in REPORT_FORMATS.items():
+        jobs.append(Job(f"report-{key}", ("report", "runs/docs/ablate/projection", *argv), json_lines=False))
     return {j.name: j for j in jobs}
 
 
@@ -316,6 +322,11 @@ def _sections() -> list[Section]:
     ]
     sections += [Section(f"usage-{c}", f"{c}.md", (f"usage-{c}",), lambda o, c=c: R.usage_block(o[f"usage-{c}"]),
                          target="usage") for c in COMMANDS]
+    sections.append(Section("report-formats", "report.md", tuple(f"report-{k}" for k in REPORT_FORMATS),
+                            lambda o: R.format_blocks([(" ".join(("resnet report runs/docs/ablate/projection",
+                                                                  *REPORT_FORMATS[k])), o[f"report-{k}"])
+                                                       for k in REPORT_FORMATS]),
+                            target="docs-studies"))  # after ablate-projection: it reads those runs
     return sections
 
 

@@ -346,6 +346,17 @@ def landscape_table(records: list[dict[str, Any]]) -> str:
                      "nonconvex %"], rows)
 
 
+def format_blocks(outputs: list[tuple[str, str]], lines: int = 6) -> str:
+    """Each command's output as a code block, its first `lines` lines (a long one says how many more)."""
+    out = []
+    for command, text in outputs:
+        kept = text.rstrip("\n").splitlines()
+        more = len(kept) - lines
+        body = "\n".join(kept[:lines]) + (f"\n... ({more} more lines)" if more > 0 else "")
+        out.append(f"`{command}`:\n\n```text\n{body}\n```\n")
+    return "\n".join(out)
+
+
 def usage_block(text: str) -> str:
     """`resnet CMD --help` as a code block; run as `python -m resnet_cli`, Click names it so."""
     return "```text\n" + text.replace("python -m resnet_cli", "resnet").rstrip() + "\n```\n"

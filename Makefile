@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-quick demo lint clean gpu-check
+.PHONY: install test test-quick demo lint clean gpu-check mutation
 
 install: $(STAMP)
 
@@ -33,6 +33,15 @@ GPU_BUDGET ?= 290
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_PY)),$(STAMP))
 	$(GPU_PY) tests/gpu/check.py --out gpu-check.json --budget $(GPU_BUDGET)
 
+# Mutation testing (not in CI: minutes to an hour): mutmut plants one small bug at a time in the
+# deciding code ([tool.mutmut] in pyproject.toml: which files, which tests) and reruns those tests;
+# `mutmut results` lists the survivors. Scores and the equivalent survivors: docs/maintainers.md.
+mutation: $(STAMP)
+	$(BIN)/python -m pip install -q "mutmut>=3.8,<4"
+	rm -rf mutants
+	$(BIN)/mutmut run || true
+	$(BIN)/mutmut results
+
 lint: $(STAMP)
 	$(BIN)/ruff check resnet_cli tests tools
 
@@ -53,7 +62,7 @@ docs-fashion-studies: $(STAMP)  ## He 2016b Tables 1, 2 and the depth study on F
 	$(BIN)/python tools/docs_tables.py fashion-studies
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache gpu-check.json gpu-check.junit.xml
+	rm -rf $(VENV) runs .pytest_cache gpu-check.json gpu-check.junit.xml mutants
 
 # An offline install bundle (docs/install.md): resnet-cli's wheel and every dependency's but torch and
 # torchvision, for the target's Python and platform(s); e.g. make wheelhouse WHEEL_PY=3.12. Needs network here.

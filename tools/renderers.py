@@ -347,12 +347,14 @@ def landscape_table(records: list[dict[str, Any]]) -> str:
 
 
 def format_blocks(outputs: list[tuple[str, str]], lines: int = 6) -> str:
-    """Each command's output as a code block, its first `lines` lines (a long one says how many more)."""
+    """Each command's output as a code block, its first `lines` lines (a long one says how many more;
+    a LaTeX table is shown whole)."""
     out = []
     for command, text in outputs:
         kept = text.rstrip("\n").splitlines()
-        more = len(kept) - lines
-        body = "\n".join(kept[:lines]) + (f"\n... ({more} more lines)" if more > 0 else "")
+        more = 0 if "latex" in command else len(kept) - lines
+        body = "\n".join(kept[:len(kept) - max(more, 0)]) + (
+            f"\n... ({more} more line{'s' if more != 1 else ''})" if more > 0 else "")
         out.append(f"`{command}`:\n\n```text\n{body}\n```\n")
     return "\n".join(out)
 

@@ -2,6 +2,7 @@
 test the tables use (results/power.py) and the paired difference's interval (evidence.shift_interval),
 checked against simulations of the test itself, hand counts and the papers' own numbers."""
 
+import itertools
 import json
 import math
 import statistics
@@ -294,3 +295,54 @@ def test_a_degrade_grid_declares_he_2016a_claims_in_training_error():
     (claim,) = got["claims"]  # the residual twins are absent (--nets plain): their claims drop out
     assert (claim["better"], claim["worse"]) == ("plain-8", "plain-26")
     assert claim["p"] == 2 / 1024 and claim["p_holm"] == 2 / 1024 and claim["verdict"] == "in order"
+
+
+# -- the Monte Carlo branches and the edges, against independent computations ----------------------
+
+def test_sign_flip_edges_and_its_monte_carlo_branch_against_enumeration():
+    assert evidence.signflip([])["p"] is None
+    assert evidence.signflip([2.5])["p"] == 1.0 and evidence.signflip([2.5])["exact"] is True  # +-2.5: both reach
+    # 20 seeds: the tool draws 20,000 sign patterns; the exact p enumerates all 2^20 here (sums of
+    # the two halves' 2^10 subsets), and the Monte Carlo p must sit within 4 of its standard errors.
+    rng = np.random.default_rng(4)
+    d = rng.normal(0.45, 1.0, 20)
+    half = [np.array([sum(s * x for s, x in zip(signs, part)) for signs in itertools.product((1, -1), repeat=10)])
+            for part in (d[:10], d[10:])]
+    sums = np.abs(half[0][:, None] + half[1][None, :]).ravel()
+    exact = float(np.mean(sums >= abs(d.sum()) * (1 - 1e-12)))
+    got = evidence.signflip(d.tolist())
+    assert got["exact"] is False and 0.001 < exact < 0.5
+    assert abs(got["p"] - exact) <= 4 * got["p_se"] and got["p_se"] == pytest.approx(
+        math.sqrt(got["p"] * (1 - got["p"]) / evidence.RESAMPLES))
+
+
+def test_kendall_monte_carlo_branch_against_scipys_exact_p():
+    from scipy import stats
+
+    ours = [1, 3, 2, 4, 6, 5, 7, 9, 8, 10]  # 10 rows: past the 8 that are enumerated
+    got = evidence.kendall(ours, list(range(1, 11)))
+    want = stats.kendalltau(ours, list(range(1, 11)), alternative="greater", method="exact")
+    assert got["p_exact"] is False and got["kendall_tau"] == pytest.approx(want.statistic)
+    se = math.sqrt(want.pvalue * (1 - want.pvalue) / evidence.RESAMPLES) + 1 / evidence.RESAMPLES
+    assert abs(got["p_value"] - want.pvalue) <= 4 * se
+    assert evidence.kendall([1.0, 2.0], [1.0, 2.0])["kendall_tau"] is None  # fewer than 3 rows: no order
+    assert evidence.kendall([1.0, 1.0, 1.0], [1.0, 2.0, 3.0])["reason"] == "all values tied: no order"
+
+
+def test_the_shift_interval_is_where_the_signed_rank_test_does_not_reject():
+    """The exact interval at coverage c holds the shifts the Wilcoxon signed-rank test (scipy, exact)
+    does not reject at 1 - c: its ends are the first shifts it rejects, just beyond them."""
+    from scipy import stats
+
+    d = [0.8, -0.3, 1.9, 1.1, 0.4, 2.6, -0.9, 1.4, 0.2, 1.7, 0.9, 1.2]
+    got = evidence.shift_interval(d)
+    lo, hi = got["interval"]
+    alpha = 1 - got["coverage"]
+    assert got["coverage"] >= 0.95 and got["shift"] == pytest.approx(
+        float(np.median([(a + b) / 2 for i, a in enumerate(d) for b in d[i:]])))
+
+    def p(c):
+        return stats.wilcoxon([x - c for x in d], alternative="two-sided", method="exact").pvalue
+
+    assert p((lo + hi) / 2) > alpha and p(lo + 1e-9) > alpha and p(hi - 1e-9) > alpha
+    assert p(lo - 1e-6) <= alpha + 1e-12 and p(hi + 1e-6) <= alpha + 1e-12

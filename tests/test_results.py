@@ -43,7 +43,7 @@ def test_one_statistics_pass_per_table(tmp_path, monkeypatch, counted, fmt):
                 _write_run(tmp_path / study, index, f"row {index}", seed, "completed", err, 20.0, paper=float(index))
         for path in (tmp_path / study).glob("*/study.json"):
             path.write_text(path.read_text().replace('"hand"', f'"{study}"'))
-    monkeypatch.setattr(output, "choose", lambda json_flag: fmt)
+    monkeypatch.setattr(output, "choose", lambda json_flag, asked=None: fmt)
     r = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "row 4" in r.stdout  # it did render

@@ -96,7 +96,7 @@ def ablate(
 
         if not cluster.dry_run:
             plan = _record_family(plan)
-        return launcher.run(plan, cluster, fmt is output.Format.JSON, final)
+        return launcher.run(plan, cluster, json_ or format_ is output.Format.JSON, final)
     if list_:
         replay = ["ablate", plan.source, "--preset", plan.preset, "--out", str(plan.results)]
         if plan.budgets != [1]:

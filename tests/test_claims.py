@@ -346,3 +346,17 @@ def test_the_shift_interval_is_where_the_signed_rank_test_does_not_reject():
 
     assert p((lo + hi) / 2) > alpha and p(lo + 1e-9) > alpha and p(hi - 1e-9) > alpha
     assert p(lo - 1e-6) <= alpha + 1e-12 and p(hi + 1e-6) <= alpha + 1e-12
+
+
+def test_a_rows_statistics_at_their_edges_by_hand():
+    """None, NaN and booleans are not values; n = 9 takes k = 2: 1 - 2 (1 + 9) / 2^9 = 0.9609 holds 95%,
+    k = 3 (1 - 2 x 46 / 512 = 0.82) does not; labels are floored so none promises more."""
+    got = evidence.describe([3.0, None, float("nan"), True, 1.0])
+    assert (got["n"], got["median"], got["interval"], got["interval_reason"]) == (2, 2.0, None, "n < 3: no interval")
+    assert got["std"] == pytest.approx(math.sqrt(2))
+    assert evidence.median_interval([5, 1, 3, 2, 4, 6, 7, 8, 9]) == (2.0, 8.0, pytest.approx(1 - 20 / 512))
+    assert evidence.median_interval([1.0, 2.0]) is None
+    assert [evidence.coverage_label(c) for c in (None, 0.9375, 0.99609375, 0.75)] == ["-", "93.7%", "99.6%", "75%"]
+    assert evidence.interval_str(None) == "n < 3: no interval"
+    assert evidence.interval_str([1, 2.345], 0.75) == "[1.00, 2.35] 75%" and evidence.interval_str([1, 2], None, 1) == "[1.0, 2.0]"
+    assert evidence.smallest_p(0) == 1.0 and evidence.seeds_to_resolve(0) == evidence.seeds_to_resolve(1) == 6

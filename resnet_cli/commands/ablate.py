@@ -38,7 +38,7 @@ def ablate(
     study: Annotated[str, typer.Argument(help=f"A shipped study ({', '.join(study_file.shipped())}) "
                                               "or a study YAML file.")],
     preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
-                                                         "(8x8 digits: seconds to a few minutes a run, 2-30 min a "
+                                                         "(8x8 digits: seconds to a few minutes a run, 5 min to an hour or more a "
                                                          "study on 2 cores); or a preset the study defines.")] = "paper",
     out: Annotated[Optional[str], typer.Option("--out", help="Results directory (default runs/ablate/STUDY-PRESET); "
                                                              "one run directory per (row, seed) inside.")] = None,

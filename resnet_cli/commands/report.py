@@ -76,9 +76,10 @@ def report(
     results = [study.compute(table) for table in tables]  # every statistic once; the views compute nothing
     if fmt in output.TEXT_FORMATS:
         output.write(formats.studies_text([study_table.records(r) for r in results], fmt.value, pairs))
-    for result in results if fmt not in output.TEXT_FORMATS else ():
-        output.render(study_table.records(result), fmt,
-                      output.View(draw=lambda width, r=result: study_table.render_all(r, width=width)))
+    else:
+        for result in results:
+            output.render(study_table.records(result), fmt,
+                          output.View(draw=lambda width, r=result: study_table.render_all(r, width=width)))
     if target is not None:
         for table in results:
             suffix = target.suffix or ".png"

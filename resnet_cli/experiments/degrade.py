@@ -249,8 +249,8 @@ def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum
     refused = {key for key, outcome in outcomes.items() if outcome.status == "error"}
     grid = Grid(plan, records(plan.study, refused), outcomes, signum)
     if grid.records:
-        grid.summaries = summarise(grid.records)
-        grid.claims = results.claims(grid.records)
+        grid.claims = results.claims(grid.records)  # once: the summaries' pairs take their verdicts from it
+        grid.summaries = summarise(grid.records, grid.claims)
         grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
         grid.figure = plots.figure(grid.summaries, curve_bands(grid.records), plan.out / FIGURE_FILE)
     grid.wall_s = time.perf_counter() - tick if tick is not None else 0.0
@@ -285,6 +285,6 @@ def write_result(grid: Grid) -> None:
     tmp.replace(path)
 
 
-def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise(records: list[dict[str, Any]], decided: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The grid's summaries (results/degrade.py) with the published figures beside ours."""
-    return results.summarise(records, REFERENCE)
+    return results.summarise(records, REFERENCE, decided)

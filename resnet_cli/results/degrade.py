@@ -68,7 +68,8 @@ def claims(records: list[dict[str, Any]], family: Family | None = None) -> dict[
                                                       "claims_reversed", "power", "difference")}}
 
 
-def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str, Any]],
+              decided: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Median and min-max over seeds per (net, depth), with mean, std and the median's
     order-statistic interval with its coverage (evidence.py; none below 3 seeds); n counts runs,
     diverged ones included in n and named (a diverged run counts as a failed run at chance,
@@ -76,7 +77,8 @@ def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str,
     metric, paired by seed (the twins share every seed), with the sign-flip p, the Hodges-Lehmann
     difference with its interval and coverage; the training-accuracy pair is a declared claim
     (`claims`), Holm-adjusted over the claims, the test-accuracy pair exploratory (raw p only). `reference`: the published
-    figures by (dataset, net, depth), carried beside ours."""
+    figures by (dataset, net, depth), carried beside ours; `decided`: the grid's `claims` where the
+    caller has them already (computed here otherwise)."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault((r["net"], r["depth"]), []).append(r)
@@ -103,10 +105,10 @@ def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str,
         out.append(row)
     # The training-accuracy pair of a depth is its claim (residual below plain in training error):
     # Holm over the declared claims decides it. Test accuracy is exploratory: raw p only.
-    decided = {(c["better"], c["worse"]): c for c in claims(records)["claims"]}
+    by_pair = {(c["better"], c["worse"]): c for c in (decided or claims(records))["claims"]}
     for row in out:
         for metric, pair in (row.get("paired") or {}).items():
-            claim = decided.get((label("residual", row["depth"]), label("plain", row["depth"]))) \
+            claim = by_pair.get((label("residual", row["depth"]), label("plain", row["depth"]))) \
                 if metric == "train_acc" else None
             if claim is None:
                 pair.update(p_holm=None, resolved=False, verdict="exploratory", seeds_needed=None)

@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .evidence import coverage_label
+
 ROW_COLUMNS = ("study", "preset", "index", "row", "group", "n", "runs", "diverged", "median", "interval_lo",
                "interval_hi", "coverage", "mean", "std", "train_loss", "status", "fail", "fail_above", "paper",
                "paper_metric", "dataset")
@@ -93,8 +95,6 @@ def _num(x: float | None, digits: int = 2) -> str:
 
 
 def _coverage(c: float | None) -> str:
-    from .evidence import coverage_label
-
     return latex_escape(coverage_label(c))
 
 
@@ -143,14 +143,12 @@ def studies_text(studies: Sequence[Sequence[dict[str, Any]]], fmt: str, pairs: b
     from . import markdown
 
     if fmt == "csv":
-        flat = [r for records in studies for r in records]
-        return pair_csv_many(studies) if pairs else row_csv(flat)
+        if pairs:
+            return write_csv(PAIR_COLUMNS, [p for records in studies for p in pairs_of(records)])
+        return row_csv([r for records in studies for r in records])
     if fmt == "markdown":
         return "\n".join(markdown.study(list(records)) for records in studies)
     if fmt == "latex":
         return "\n".join(study_latex(records) for records in studies)
     raise ValueError(fmt)
 
-
-def pair_csv_many(studies: Sequence[Sequence[dict[str, Any]]]) -> str:
-    return write_csv(PAIR_COLUMNS, [p for records in studies for p in pairs_of(records)])

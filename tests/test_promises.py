@@ -117,7 +117,25 @@ def test_resume_on_another_thread_count_is_allowed_and_recorded(tmp_path):
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
-    assert meta.get("threads") == 2 or meta.get("runtime", {}).get("threads") == 2, meta
+    assert meta["threads"] == 2, meta
+    # docs/train.md: another count gives other bits, so the resume says so
+    assert "trained at 1 CPU threads and resumes at 2" in res.stderr
+
+
+@pytest.mark.slow
+def test_an_automatic_count_is_chosen_again_on_resume_and_a_change_is_said(tmp_path):
+    """run.threads auto (the default) under OMP_NUM_THREADS: the count is the variable's at each
+    start, so a resume under another value trains on at that count, recorded, with the note."""
+    proc, _ = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", "--set", "run.threads=auto",
+                           cwd=tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((tmp_path / "run" / "meta.json").read_text())["threads"] == 1  # ENV pins one
+    res = resnet("train", "--resume", "run", "--json", cwd=tmp_path, env={**ENV, "OMP_NUM_THREADS": "2"})
+    assert res.returncode == 0, res.stderr
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["threads"] == 2 and meta["threads_auto"]["pinned"], meta
+    assert "trained at 1 CPU threads and resumes at 2" in res.stderr
 
 
 def test_force_resume_trains_the_new_spec(in_tmp):

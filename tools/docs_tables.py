@@ -192,6 +192,9 @@ def _jobs() -> dict[str, Job]:
     jobs.append(Job("bench-data", ("bench", "cifar/resnet20", "--data-only", "--json")))
     jobs.append(Job("bench-vary", ("bench", "cifar/resnet20", "--no-baseline", "--vary", "train.channels_last=on,off",
                                    "--vary", "run.threads=2,1", "--json")))
+    # run.threads auto against every core and one thread, quiet and with both cores kept busy.
+    jobs.append(Job("bench-threads", ("bench", "cifar/resnet20", "--set", "data.dataset=synthetic", "--vary",
+                                      "run.threads=auto,0,1", "--busy", "--steps", "10", "--warmup", "3", "--json")))
     jobs.append(Job("bench-memory", ("bench", "preact/resnet1001-cifar10", "--batch-size", "32", "--memory", "--json")))
     for key, argv in BENCH_STACK.items():
         jobs.append(Job(f"bench-stack-{key}", ("bench", *argv, "--threads", "1", "--json")))
@@ -313,6 +316,8 @@ def _sections() -> list[Section]:
         Section("bench-data", "bench.md", ("bench-data",), lambda o: S.bench_data_table(o["bench-data"]),
                 target="docs-studies"),
         Section("bench-vary", "bench.md", ("bench-vary",), lambda o: S.bench_vary_table(o["bench-vary"]),
+                target="docs-studies"),
+        Section("bench-threads", "bench.md", ("bench-threads",), lambda o: S.bench_threads_table(o["bench-threads"]),
                 target="docs-studies"),
         Section("bench-memory", "bench.md", ("bench-memory",), lambda o: S.bench_memory_table(o["bench-memory"]),
                 target="docs-studies"),

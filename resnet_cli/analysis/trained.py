@@ -23,6 +23,7 @@ from .. import data as data_mod
 from ..errors import UserError
 from ..model import build_model
 from .. import spec as spec_mod
+from ..training import cpu_threads
 from ..spec import Spec, parse_set
 from ..training import checkpoint as ckpt
 from ..runs.files import CHECKPOINT, SPEC
@@ -132,12 +133,12 @@ def open_runs(paths: Sequence[str | Path], device: str | torch.device = "auto", 
     2. `before(specs)`: the command's own checks of its request (a figure path, a split) that need
        the specs but no weights;
     3. CPU threads: `threads`, or the first run's run.threads when None (an analysis runs as its run
-       trained); 0 leaves torch's default. Then the device: auto, cpu, cuda or cuda:N;
+       trained; auto: for the machine as it is now); 0 leaves torch's default. Then the device: auto, cpu, cuda or cuda:N;
     4. each run's model with its checkpoint's weights, and its data (`load_run`)."""
     specs = [load_spec(p, data_sets) for p in paths]
     if before is not None:
         before(specs)
-    n = specs[0].run.threads if threads is None else threads
+    n = cpu_threads.count(specs[0].run.threads if threads is None else threads)
     if n:
         torch.set_num_threads(n)
     dev = device if isinstance(device, torch.device) else pick_device(device)

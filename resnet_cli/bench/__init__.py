@@ -30,6 +30,7 @@ Where things live:
     measure.py     the child side (`python -m resnet_cli.bench`): one timed run, ours or baseline
     baseline.py    the textbook baseline: NCHW, fp32, eager, per-image PIL transforms
     contention.py  what else used the CPU while we measured
+    busy.py        bench_busy(): each --vary variant quiet, then with every core kept busy (--busy)
 """
 
 from .jobs import MeasureFailed, check_spec, device_of, run_job, variants_from

@@ -50,11 +50,13 @@ def loadavg_1min() -> float | None:
     return load[0] if load else None
 
 
-def competes(threads: int, load_1min: float | None = None, contention: dict[str, Any] | None = None) -> str | None:
+def competes(threads: int | str, load_1min: float | None = None, contention: dict[str, Any] | None = None) -> str | None:
     """Why `threads` threads (0: torch's default, one per core) compete with other work for the
     cores, or None. Measured here: two OpenMP threads on two busy cores ran slower than one, since
     each spins waiting for a partner that has been descheduled (docs/bench.md). Judged from the
     1-minute load before measuring, or from the other processes' CPU use while measuring."""
+    if threads == "auto":  # the rule itself takes the others' use into account (training/cpu_threads.py)
+        return None
     n, total = threads or cores(), cores()
     if n <= 1:
         return None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,21 +21,9 @@ def _tree_cpu_seconds() -> float:
     """CPU seconds used so far by this process (all threads) and its live children (DataLoader
     workers): contention slows the wall clock, much less the CPU time a step needs. Spinning
     OpenMP threads count too, so compare it between settings with the same thread count."""
-    total = time.process_time()
-    tck = os.sysconf("SC_CLK_TCK")
-    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-        try:
-            pids = children.read_text().split()
-        except OSError:
-            continue
-        for pid in pids:
-            try:
-                text = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            rest = text[text.rfind(")") + 2:].split()
-            total += (int(rest[11]) + int(rest[12])) / tck
-    return total
+    from ..training.cpu_threads import own_cpu_seconds
+
+    return own_cpu_seconds()
 
 
 def _memory_now() -> tuple[float, float]:
@@ -231,8 +218,11 @@ def _same_threads(spec) -> None:
     compares the code, not the thread counts; 0 leaves torch's default, as a public script has it."""
     import torch
 
-    if spec.run.threads:
-        torch.set_num_threads(spec.run.threads)
+    from ..training import cpu_threads
+
+    n = cpu_threads.count(spec.run.threads)
+    if n:
+        torch.set_num_threads(n)
 
 
 def _train_baseline(job: dict) -> dict:
@@ -348,6 +338,10 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
 
 def child_main() -> None:
     job = json.loads(sys.stdin.read())
+    from ..training import cpu_threads
+
+    # run.threads auto chooses here, before torch loads, as `resnet train` does (its wait policy too).
+    cpu_threads.early(job.get("spec", {}).get("run", {}).get("threads", "auto"))
     real_stdout = sys.stdout
     # Only the figures go to stdout; anything a library prints goes to stderr.
     with contextlib.redirect_stdout(sys.stderr):

@@ -16,12 +16,16 @@ BASELINE_WORKERS = 2  # what public CIFAR scripts use
 
 def bench(spec, *, steps: int = 20, warmup: int = 5, rounds: int = 3, data_only: bool = False,
           with_baseline: bool = True, variants: list[dict[str, Any]] | None = None, name: str | None = None,
-          progress: Progress | None = None) -> list[dict[str, Any]]:
+          progress: Progress | None = None, own_data: bool = False) -> list[dict[str, Any]]:
     """Training throughput (or, with data_only, the augmentation path alone) of ours under each
-    variant against the baseline; one result dict per variant. Rounds alternate ours and baseline."""
+    variant against the baseline; one result dict per variant. Rounds alternate ours and baseline.
+    `own_data`: ours alone on the spec's own dataset (digits nets too), no baseline."""
     from .. import spec as spec_mod
 
-    check_spec(spec)
+    if own_data:
+        with_baseline = False
+    else:
+        check_spec(spec)
     if steps < 1 or warmup < 1 or rounds < 1:
         raise ValueError("steps, warmup and rounds must be at least 1")
     variants = variants or [{}]
@@ -36,7 +40,8 @@ def bench(spec, *, steps: int = 20, warmup: int = 5, rounds: int = 3, data_only:
             spec_mod.set_dotted(tree, key, value)
         vspec = spec_mod.load(tree, name=f"--vary {variant_label(variant)}")
         ours_jobs.append({"side": "ours", "mode": mode, "device": device_of(vspec), "warmup": warmup,
-                          "steps": steps, "spec": bench_tree(spec_mod.to_tree(vspec), warmup, steps)})
+                          "steps": steps, "spec": bench_tree(spec_mod.to_tree(vspec), warmup, steps),
+                          **({"data": "spec"} if own_data else {})})
     base_job = {"side": "baseline", "mode": mode, "device": device, "warmup": warmup, "steps": steps,
                 "spec": bench_tree(base_tree, warmup, steps), "workers": BASELINE_WORKERS}
     ours_runs: list[list[dict]] = [[] for _ in variants]

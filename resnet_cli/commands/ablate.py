@@ -42,15 +42,15 @@ def ablate(
                                                          "study on 2 cores); or a preset the study defines.")] = "paper",
     out: Annotated[Optional[str], typer.Option("--out", help="Results directory (default runs/ablate/STUDY-PRESET); "
                                                              "one run directory per (row, seed) inside.")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once (0: one per GPU, else one per CPU "
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once (0: one per GPU, else one per free CPU "
                                                                   "core, threads split).")] = 0,
     seeds: Annotated[Optional[str], typer.Option("--seeds", help=f"Override the study's seeds. {SEEDS_HELP}")] = None,
     list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU "
                                                        "parallel) and exit.")] = False,
     only: Annotated[Optional[str], typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
-    threads: Annotated[Optional[int], typer.Option(
-        "--threads", min=0, help="CPU threads per run (run.threads; default: the cores split between the "
-                                 "--jobs workers).")] = None,
+    threads: Annotated[Optional[str], typer.Option(
+        "--threads", parser=common.thread_count, metavar="auto|N", help="CPU threads per run (run.threads; default auto: the "
+                                                          "cores other processes leave free, split between the --jobs workers).")] = None,
     budgets: Annotated[Optional[str], typer.Option(
         "--budgets", help="Also run every row at these multiples of the preset's length (lr milestones "
                           "scaled), e.g. 1,2,4, and say per row: trains, slow, falling or fails.")] = None,

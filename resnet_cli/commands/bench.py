@@ -8,6 +8,7 @@ import typer
 
 from .. import bench as bench_mod
 from .. import output
+from ..bench import busy as busy_mod
 from ..bench import contention
 from ..bench import stack as stack_mod
 from ..cli import command
@@ -32,6 +33,9 @@ Baseline = Annotated[bool, typer.Option(
 Stack = Annotated[Optional[str], typer.Option(
     "--stack", help="Stack sizes, e.g. 1,4,8,16: images/s per seed of k seeds trained as one stacked net against "
                     "separate runs, on the spec's own dataset (digits nets too).")]
+Busy = Annotated[bool, typer.Option(
+    "--busy", help="Measure each --vary variant on the machine as it is, then with every core kept busy by another "
+                   "process (ours alone, on the spec's own dataset): --vary run.threads=auto,0,1 --busy.")]
 Vary = Annotated[Optional[list[str]], typer.Option(
     "--vary", help="Measure ours under each value: --vary train.channels_last=on,off (repeatable: all combinations).")]
 
@@ -56,6 +60,7 @@ def bench(
     baseline: Baseline = True,
     vary: Vary = None,
     stack: Stack = None,
+    busy: Busy = False,
 ) -> None:
     """Images/s, step time, peak memory, FLOPs of ours and of the textbook baseline, and their ratio.
 
@@ -63,13 +68,13 @@ def bench(
     `resnet bench cifar/resnet56`, `resnet bench --data-only`,
     `resnet bench preact/resnet1001-cifar10 --batch-size 32 --memory`.
     """
-    if sum((data_only, memory, stack is not None)) > 1:
-        raise UserError("--data-only, --memory and --stack are separate modes: give one")
+    if sum((data_only, memory, stack is not None, busy)) > 1:
+        raise UserError("--data-only, --memory, --stack and --busy are separate modes: give one")
     fmt = output.choose(json_)
     spec = common.build_spec(spec_file, set_, depth=depth, preact=preact, batch_size=batch_size, seed=seed,
                              device=device, threads=threads)
     ks = stack_mod.parse(stack) if stack is not None else None
-    if ks is None:
+    if ks is None and not busy:
         bench_mod.check_spec(spec)  # the baseline comparison feeds CIFAR-shaped images
     else:
         if spec_file is None and not any(item.startswith("data.") for item in set_ or []):
@@ -88,7 +93,7 @@ def bench(
     progress = console.print
     variants = bench_mod.variants_from(vary or [])  # bad input is refused before any warning
     load = contention.loadavg_1min()
-    warnings = [w for w in [contention.competes(spec.run.threads, load_1min=load)] if w]
+    warnings = [w for w in [contention.competes(spec.run.threads, load_1min=load)] if w and not busy]
     for w in warnings:  # before measuring: minutes may be saved by stopping now
         console.print(f"[yellow]warning[/]: {w}")
     try:
@@ -97,6 +102,13 @@ def bench(
                                          progress=progress)
             _record_load(console, rows, spec.run.threads, load, warnings)
             _render_stack(rows, fmt)
+            return
+        if busy:
+            rows = busy_mod.bench_busy(spec, variants or [{}], steps=steps or 20, warmup=warmup, rounds=rounds,
+                                       name=name, progress=progress)
+            for row in rows:
+                row["load_1min"] = load
+            _render(rows, fmt, busy_mod.ratios(rows))
             return
         if memory:
             result = bench_mod.compare_checkpointing(spec, segments=segments, steps=steps or 2, name=name,
@@ -128,7 +140,7 @@ def _record_load(console, rows: list[dict[str, Any]], threads: int, load: float 
         row["warnings"] = list(warnings)
 
 
-def _render(rows: list[dict[str, Any]], fmt) -> None:
+def _render(rows: list[dict[str, Any]], fmt, extra: list[str] = ()) -> None:
     first = rows[0]
     what = "augmentation path alone" if first["mode"] == "data" else "training, whole steps"
     title = (f"resnet bench: {first['spec']} (depth {first['depth']}, batch {first['batch_size']}, "
@@ -152,8 +164,11 @@ def _render(rows: list[dict[str, Any]], fmt) -> None:
         for r in rows:
             if r.get("compile_s") is not None:
                 notes.append(f"{r['label']}: compile {r['compile_s']:.1f} s (first step minus a step)")
-    notes.append(_contention_line(first["contention"]))
+    # --busy: each half measured its own contention
+    notes += list(dict.fromkeys((f"{r['load']}: " if "load" in r else "") + _contention_line(r["contention"])
+                                for r in rows))
     notes += [f"warning: {w}" for w in first.get("warnings", [])]
+    notes += extra
     output.render(rows, fmt, output.View(title, cols, rows=lambda records: table_rows, caption="\n".join(notes),
                                          no_wrap_first=True))
 

@@ -25,7 +25,16 @@ BatchSize = Annotated[Optional[int], typer.Option("--batch-size", help="optim.ba
 Lr = Annotated[Optional[float], typer.Option("--lr", help="optim.lr.")]
 Seed = Annotated[Optional[int], typer.Option("--seed", help="run.seed.")]
 Device = Annotated[Optional[str], typer.Option("--device", help="run.device: auto, cpu, cuda, cuda:N.")]
-Threads = Annotated[Optional[int], typer.Option("--threads", min=0, help="run.threads: CPU threads (0: torch's default). Small nets on a busy machine run fastest with 1.")]
+def thread_count(value: str) -> int | str:
+    """`--threads auto` or a whole number (0: torch's default, every core)."""
+    if value == "auto":
+        return value
+    if not str(value).isdigit():
+        raise typer.BadParameter(f"{value!r} is neither auto nor a number of threads (0: every core)")
+    return int(value)
+
+
+Threads = Annotated[Optional[str], typer.Option("--threads", parser=thread_count, metavar="auto|N", help="run.threads: auto (the default: fewer threads where other processes hold cores, chosen at start and at each epoch), N, or 0 (torch's default, every core). Pin N for bitwise repeats.")]
 # Commands that analyse trained runs: the thread count the run trained with, unless told otherwise.
 RunThreads = Annotated[Optional[int], typer.Option("--threads", min=0, help="CPU threads (default: the run's run.threads; 0: torch's default).")]
 Out = Annotated[Optional[str], typer.Option("--out", help="run.out: the run directory.")]
@@ -103,10 +112,12 @@ def print_lines(lines: list[str]) -> None:
         raise PipeClosed() from None
 
 
-def set_threads(threads: int | None, default: int = 0) -> None:
+def set_threads(threads: int | str | None, default: int | str = 0) -> None:
     """Analyses of trained runs have no spec of their own to carry run.threads: apply --threads (or
     the run's own setting) here, before any tensor work. 0 leaves torch's default."""
-    n = default if threads is None else threads
+    from ..training import cpu_threads
+
+    n = cpu_threads.count(default if threads is None else threads)
     if n:
         import torch
 

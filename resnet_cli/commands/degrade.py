@@ -53,7 +53,7 @@ def degrade(
         "--out", help="Output directory (runs/<net>-<depth>-seed<seed>/, degrade.json, degrade.png). Default: "
                       "runs/degrade-<time>. Finished runs found there are reused, interrupted ones resumed.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once, as for `resnet ablate` (1: in this "
-                                                                  "process; 0: one per GPU, else one per CPU core).")] = 1,
+                                                                  "process; 0: one per GPU, else one per free CPU core).")] = 1,
     list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU parallel) "
                                                        "and exit; each is safe to rerun.")] = False,
     only: Annotated[str | None, typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,

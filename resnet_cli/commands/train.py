@@ -12,6 +12,7 @@ from .. import errors, output
 from ..cli import command
 from ..errors import UserError
 from ..spec import shape_of, to_tree, to_yaml
+from ..training import cpu_threads
 from ..training.launch import launch_torchrun, precheck
 from ..runs.files import CHECKPOINT, SPEC
 from ..runs.reader import spec_as_written
@@ -101,6 +102,8 @@ def train(
     if tensorboard:
         set_ = [*(set_ or []), "train.tensorboard=true"]
     spec = common.build_spec(spec_file, set_, name=spec_name, **flags)
+    if not dry_run and nproc <= 1:  # run.threads auto: measured before torch loads, so OpenMP's wait can follow
+        cpu_threads.early(spec.run.threads)
     if seeds is not None or stack is not None:
         raise typer.Exit(_seeds(spec, seeds, common.stack_cap(stack), fmt, out, resume, seed, nproc, dry_run))
     if nproc > 1 and "RANK" not in os.environ:

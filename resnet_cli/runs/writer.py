@@ -199,9 +199,13 @@ class RunDir:
     def spec_tree(self) -> dict:
         return spec_as_written(self.path)
 
+    def meta(self) -> dict[str, Any]:
+        """meta.json as written so far ({} before the run is created)."""
+        return json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
+
     def update_meta(self, fields: dict[str, Any]) -> None:
         """Add what is known only once the run is built (runtime, parameter count, data source) to meta.json."""
-        meta = json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
+        meta = self.meta()
         meta.update(fields)
         self._write_text(META, json.dumps(meta, indent=2) + "\n")
 

@@ -194,7 +194,9 @@ class RunSpec(_Section):
     deterministic: bool = False
     # The run directory. None: runs/<time>-<net>-<dataset>-s<seed> under the current directory.
     out: str | None = None
-    threads: Annotated[int, Field(ge=0)] = 0  # CPU threads; 0: torch's default
+    # CPU threads. auto: chosen for the machine as it is at start and at each epoch (fewer where other
+    # processes hold cores; training/cpu_threads.py); N: exactly N; 0: torch's default, every core.
+    threads: Literal["auto"] | Annotated[int, Field(ge=0)] = "auto"
 
     @model_validator(mode="after")
     def _device(self) -> RunSpec:

@@ -25,6 +25,7 @@ from typing import Iterator, Protocol
 from .. import errors
 from ..errors import UserError
 from ..runs.files import LOG
+from ..training import cpu_threads
 from ..training.signals import StopFlag
 from . import stacks
 from .one_run import Notify, Outcome, SweepStopped
@@ -37,10 +38,10 @@ class Launcher(Protocol):
 
 
 def cpu_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    """The cores a sweep may split between its workers: those free of other processes' work now,
+    by the rule of `run.threads: auto` (training/cpu_threads.py; OMP_NUM_THREADS pins a run's
+    threads, not the sweep's cores)."""
+    return cpu_threads.choose(cpu_threads.measure(obey_pin=False)).threads
 
 
 def gpu_count() -> int:
@@ -50,8 +51,8 @@ def gpu_count() -> int:
 
 
 def auto_jobs(todo: int) -> int:
-    """One run per GPU where there are GPUs; otherwise one single-threaded run per CPU core (for the
-    small nets of a quick study that is faster than one run using every core)."""
+    """One run per GPU where there are GPUs; otherwise one single-threaded run per free CPU core (for
+    the small nets of a quick study that is faster than one run using every core)."""
     slots = gpu_count() or cpu_cores()
     return max(1, min(slots, todo))
 

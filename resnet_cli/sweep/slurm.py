@@ -169,7 +169,7 @@ class RunTask:
         env = submitit.JobEnvironment()
         job = env.job_id
         log = str(env.paths.stderr)
-        if self.sets_threads and run.spec.run.threads == 0:  # torch would take every core of the node
+        if self.sets_threads and run.spec.run.threads in (0, "auto"):  # the task's CPUs, not the node's
             threads = int(os.environ.get("SLURM_CPUS_PER_TASK", "1"))
             run = _with_threads(run, threads)
         requeue = signal.getsignal(signal.SIGUSR2)  # submitit's checkpoint_and_try_requeue

@@ -7,6 +7,7 @@ a run directory); `select` plans and then configures torch for the plan.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ import torch
 
 from ..errors import UserError
 from ..spec import RunSpec, Spec, TrainSpec
+from . import cpu_threads
 
 # cuBLAS picks reduction orders per call unless its workspace is fixed (PyTorch "Reproducibility" notes).
 CUBLAS_WORKSPACE = ":4096:8"
@@ -26,6 +28,7 @@ class Runtime:
     precision: str  # fp32, bf16 or fp16, never auto: see `resolve_precision`
     channels_last: bool
     deterministic: bool = False
+    threads_auto: cpu_threads.Choice | None = None  # run.threads auto: what was chosen and why
 
     @property
     def bf16(self) -> bool:
@@ -53,7 +56,8 @@ class Runtime:
         name = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
         return {"device": str(self.device), "device_name": name, "precision": self.precision,
                 "bf16": self.bf16,                "channels_last": self.channels_last, "deterministic": self.deterministic,
-                "threads": torch.get_num_threads()}
+                "threads": torch.get_num_threads(),
+                **({"threads_auto": self.threads_auto.record()} if self.threads_auto else {})}
 
 
 def choose_device(requested: str, cuda_count: int, local_rank: int = 0, torchrun: bool = False) -> torch.device:
@@ -131,8 +135,12 @@ def pinned(spec: Spec, rt: Runtime) -> Spec:
 
 def select(run: RunSpec, train: TrainSpec, local_rank: int = 0, torchrun: bool = False) -> Runtime:
     rt = plan(run, train, local_rank, torchrun)
-    if run.threads:
-        torch.set_num_threads(run.threads)
+    choice = cpu_threads.for_run(run.threads)
+    threads = choice.threads if choice else run.threads
+    if threads:
+        torch.set_num_threads(threads)
+    if choice:
+        rt = dataclasses.replace(rt, threads_auto=choice)
     if rt.device.type == "cpu":
         _tune_malloc(release_freed=train.checkpoint_segments > 0)
     set_determinism(rt.deterministic, cuda=rt.device.type == "cuda")

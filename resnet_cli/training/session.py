@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal
 
+import torch
+
 from .. import data as data_mod
 from .. import spec as spec_mod
 from ..errors import UserError
 from . import checkpoint as ckpt
-from . import distributed, runtime, schedule, testhook
+from . import cpu_threads, distributed, runtime, schedule, testhook
 from .callbacks import Callback, GradNormCallback
 from .curve import CurveProbe
 from .launch import refuse_under_ddp
@@ -123,6 +125,8 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
     # What can be checked is checked before the run directory exists: a run that cannot start
     # leaves nothing behind (no half-made directory that a corrected rerun would refuse).
     rt = runtime.select(spec.run, spec.train, d.local_rank, torchrun=d.active)
+    if cpu_threads.worth_saying(rt.threads_auto):
+        say(rt.threads_auto.line)
     if spec.run.precision == "auto" and rt.precision == "fp16":
         say("run.precision auto: fp16 autocast with a GradScaler (this GPU has no native bf16); "
             "--set run.precision=fp32 for the papers' numerics")
@@ -152,6 +156,7 @@ def open_run(spec: spec_mod.Spec, path: Path | None = None, *, resume: Resume = 
         testhook.phase("rundir")
         trainer = Trainer(spec, run_dir, callbacks=[*callbacks, *spec_callbacks(spec, run_dir, d.is_main)],
                           stop=stop.install(), data=data, rt=rt)
+        trainer.say = say  # the automatic thread count's changes at epochs (cpu_threads.EpochWatch)
         session = Session(trainer.spec, run_dir, trainer, fresh, say=say)
         if state is not None:
             _resume(session, state, force_resume, d.is_main)
@@ -198,4 +203,10 @@ def _resume(session: Session, state: dict[str, Any], force_resume: bool, is_main
         session.say(f"spec changed in {', '.join(changed)}: {run_dir.file(SPEC)} rewritten, "
                     f"the previous one kept as {run_dir.file(kept)}")
     run_dir.truncate_metrics(trainer.p.iteration)
+    before = run_dir.meta().get("threads")
+    if before is not None and before != torch.get_num_threads():
+        # A convolution's sums are split across threads: another count gives other bits (docs/train.md).
+        session.say(f"[yellow]note[/]: this run trained at {before} CPU threads and resumes at "
+                    f"{torch.get_num_threads()}: it will not repeat a run kept at one count bit for bit "
+                    "(--threads N pins the count)")
     session.say(f"resuming {run_dir.path} at iteration {trainer.p.iteration} (epoch {trainer.p.epoch + 1})")

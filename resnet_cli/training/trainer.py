@@ -8,14 +8,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 
 from . import checkpoint as ckpt
 from .. import data as data_mod
-from . import distributed, gates, onednn_guard, optimizers, precise_bn
+from . import cpu_threads, distributed, gates, onednn_guard, optimizers, precise_bn
 from . import runtime as runtime_mod
 from . import schedule, testhook
 from .callbacks import Callback, log_record
@@ -124,6 +124,8 @@ class Trainer:
             if isinstance(cb, CurveProbe) and cb.window is None:  # its window: a share of the run's length
                 cb.window = CurveProbe.window_for(self.total)
         self.p = Progress()
+        self.say: Callable[[str], None] = lambda line: None  # a session's, for what a person should know
+        self.threads_watch = cpu_threads.EpochWatch(self.rt.threads_auto) if self.rt.threads_auto else None
         self.order, self.order_epoch = None, -1  # data.shuffle: global (see _global_order)
         self.status = "running"
         # What the step calls: the module itself, or its DDP wrapper, optionally compiled.
@@ -259,6 +261,8 @@ class Trainer:
         p.elapsed += time.perf_counter() - tick
         self._fold(acc, seen)
         self._end_epoch()
+        if p.iteration < self.total:
+            rethread(self.threads_watch, self.say, p.epoch)
 
     def _global_order(self) -> torch.Tensor | None:
         """`data.shuffle: global`: this epoch's torch.randperm from the global generator, drawn once at
@@ -338,6 +342,7 @@ class Trainer:
                     memory_format=self.rt.memory_format))
         record["elapsed_s"] = round(p.elapsed, 3)
         record["images_per_s"] = p.train_images / max(p.elapsed, 1e-9)
+        record["threads"] = torch.get_num_threads()  # the count this epoch ran at (run.threads auto may change it)
         p.history.append(record)
         p.epoch += 1
         p.step = 0
@@ -372,11 +377,15 @@ class Trainer:
             "params": self.params, "iterations": p.iteration, "epochs": p.epoch,
             "wall_time_s": round(p.elapsed, 3), "images_per_s": p.train_images / max(p.elapsed, 1e-9),
             "seed": self.spec.run.seed, "device": str(self.rt.device),
+            "threads": last.get("threads", torch.get_num_threads()),
             "run_dir": str(self.run_dir.path) if self.run_dir is not None else None,
         }
         for key in ("val_error", "test_error_precise_bn", "val_error_precise_bn"):
             if key in last:
                 summary[key] = last[key]
+        counts = sorted({r["threads"] for r in p.history if "threads" in r})
+        if len(counts) > 1:  # run.threads auto changed it between epochs
+            summary["threads_varied"] = counts
         if self.status == "diverged":
             summary["diverged_at"] = self.diverged_at
         if self.status == "interrupted":
@@ -386,3 +395,11 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_end(self, summary)
         return summary
+
+
+def rethread(watch: cpu_threads.EpochWatch | None, say: Callable[[str], None], epoch: int) -> None:
+    """run.threads auto: the count for the next epoch, from the other processes' use during this one."""
+    new = watch.next() if watch is not None else None
+    if new is not None:
+        torch.set_num_threads(new.threads)
+        say(f"{new.line} from epoch {epoch + 1}")

@@ -16,11 +16,16 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist; CI has 2 cores). Most slow tests wait on
+# child processes, so two workers keep both cores busy; tests against the one-node SLURM share one
+# worker (conftest.py), since they share its one node.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-quick: $(STAMP)  ## the edit-test loop: everything but the tests marked slow (make test runs all of them)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 demo: $(STAMP)  ## the seed's degradation experiment on bundled digits, offline, a few minutes on a CPU
 	$(BIN)/resnet degrade

@@ -98,3 +98,11 @@ def training_loss(monkeypatch):
         return calls
 
     return install
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`), the tests against the one-node SLURM (tools/slurm_local.sh)
+    share one worker: they share its one node, and two arrays at once would queue behind each other."""
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))

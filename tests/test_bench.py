@@ -196,3 +196,61 @@ def test_competition_is_judged_against_the_free_cores(monkeypatch, threads, load
     monkeypatch.setattr(contention, "cores", lambda: 4 if threads else 2)
     got = contention.competes(threads, load_1min=load, contention={"other_cores": other} if other else None)
     assert (got is not None) == warns, got
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spinners")  # the two tests that count the spinning processes: one worker
+def test_busy_mode_measures_each_setting_quiet_then_with_every_core_spinning(in_tmp, monkeypatch):
+    """`--busy`: the same variants twice; in the busy half one spinning process per usable core is
+    there while they train (others' use near the core count, so auto picks one thread), and gone after."""
+    from pathlib import Path
+
+    from resnet_cli.bench import busy
+    from resnet_cli.training import cpu_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS")  # the suite's pin: auto would obey it and measure nothing
+    r = invoke("bench", *TINY, "--set", "data.dataset=digits", "--vary", "run.threads=auto,1", "--busy", "--json")
+    assert r.exit_code == 0, r.stderr
+    rows = json_lines(r.stdout)
+    assert [(x["load"], x["variant"]["run.threads"]) for x in rows] == [
+        ("quiet", "auto"), ("quiet", 1), ("busy", "auto"), ("busy", 1)]
+    cores = cpu_threads.usable_cores()
+    busy_auto = rows[2]["runtime"]["threads_auto"]
+    # The spinners were seen (as others' use: at least their cores' worth, whatever else runs).
+    assert busy_auto["busy"] >= cores - 0.5 and rows[2]["runtime"]["threads"] == 1
+    assert rows[2]["contention"]["other_cores"] >= min(cores, 2) * 0.5
+    assert busy.ratios(rows)[1].startswith("busy: auto at 1 thread ran ")
+    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if busy.SPIN.encode() in _read(p)]
+    assert not left  # every spinner ended with the measurement
+
+
+def _spinners():
+    from pathlib import Path
+
+    from resnet_cli.bench import busy
+
+    return [p.parent for p in Path("/proc").glob("[0-9]*/cmdline") if busy.SPIN.encode() in _read(p)]
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc"), reason="counts processes in /proc")
+@pytest.mark.xdist_group("spinners")
+def test_the_busy_half_runs_one_spinning_process_per_core_and_ends_them():
+    import time
+
+    from resnet_cli.bench import busy
+
+    assert _spinners() == []
+    with busy.cores_kept_busy(2):
+        procs = _spinners()
+        assert len(procs) == 2
+        time.sleep(0.5)
+        # Each spins: user CPU time (stat field 14, in clock ticks) is growing, not asleep.
+        assert all(int(_read(p / "stat").decode().rsplit(")", 1)[1].split()[11]) > 0 for p in procs)
+    assert _spinners() == []
+
+
+def _read(path):
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended while we looked
+        return b""

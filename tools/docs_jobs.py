@@ -50,10 +50,14 @@ def machine() -> str:
 
 def threads_of(argv: tuple[str, ...]) -> str:
     """The thread count a job's runs used, as its command gave it: a run repeats bitwise only at the
-    same count. Without --threads, "default": torch's (every core; a sweep splits them)."""
+    same count. Without --threads, "auto" (run.threads' default: the cores other processes leave
+    free; a sweep splits them), or "varied" where the command varies it (bench --vary run.threads=...).
+    Records written before run.threads auto existed say "default": torch's, every core."""
     if "--threads" in argv:
         return argv[argv.index("--threads") + 1]
-    return "default"
+    if any(str(a).startswith("run.threads=") for a in argv):
+        return "varied"
+    return "auto"
 
 
 def _commit() -> str:

@@ -73,6 +73,10 @@ NORM_STUDIES = ("normalisation",)
 REPORT_FORMATS = {"csv": ("--format", "csv"), "pairs": ("--format", "csv", "--pairs"),
                   "markdown": ("--format", "markdown"), "latex": ("--format", "latex"),
                   "runs": ("--runs", "--format", "csv")}
+# docs/bench.md, threads on a shared machine: key -> (the net as the table names it, bench's spec arguments).
+BENCH_THREADS = {"cifar-20": ("CIFAR ResNet-20, batch 128", ("cifar/resnet20", "--set", "data.dataset=synthetic")),
+                 "digits-20": ("digits ResNet-20, batch 128 (`resnet train --dataset digits --depth 20`)",
+                               ("--depth", "20", "--set", "data.dataset=digits"))}
 VIT_GRADNORM = {"he": "gradnorm-vit-24.png", "trunc_normal": "gradnorm-vit-24-trunc.png"}  # init -> figure
 COMMANDS = ("train", "configs", "degrade", "gradnorm", "ablate", "report", "bench", "plot", "lesion", "landscape")
 # Fashion-MNIST (`make docs-fashion`, about 5 hours on 2 cores): He 2016a Fig. 1/6 on real images,
@@ -193,8 +197,9 @@ def _jobs() -> dict[str, Job]:
     jobs.append(Job("bench-vary", ("bench", "cifar/resnet20", "--no-baseline", "--vary", "train.channels_last=on,off",
                                    "--vary", "run.threads=2,1", "--json")))
     # run.threads auto against every core and one thread, quiet and with both cores kept busy.
-    jobs.append(Job("bench-threads", ("bench", "cifar/resnet20", "--set", "data.dataset=synthetic", "--vary",
-                                      "run.threads=auto,0,1", "--busy", "--steps", "10", "--warmup", "3", "--json")))
+    for key, (_, argv) in BENCH_THREADS.items():
+        jobs.append(Job(f"bench-threads-{key}", ("bench", *argv, "--vary", "run.threads=auto,0,1", "--busy",
+                                                 "--steps", "10", "--warmup", "3", "--json")))
     jobs.append(Job("bench-memory", ("bench", "preact/resnet1001-cifar10", "--batch-size", "32", "--memory", "--json")))
     for key, argv in BENCH_STACK.items():
         jobs.append(Job(f"bench-stack-{key}", ("bench", *argv, "--threads", "1", "--json")))
@@ -317,7 +322,9 @@ def _sections() -> list[Section]:
                 target="docs-studies"),
         Section("bench-vary", "bench.md", ("bench-vary",), lambda o: S.bench_vary_table(o["bench-vary"]),
                 target="docs-studies"),
-        Section("bench-threads", "bench.md", ("bench-threads",), lambda o: S.bench_threads_table(o["bench-threads"]),
+        Section("bench-threads", "bench.md", tuple(f"bench-threads-{k}" for k in BENCH_THREADS),
+                lambda o: S.bench_threads_table([(name, o[f"bench-threads-{k}"])
+                                                 for k, (name, _) in BENCH_THREADS.items()]),
                 target="docs-studies"),
         Section("bench-memory", "bench.md", ("bench-memory",), lambda o: S.bench_memory_table(o["bench-memory"]),
                 target="docs-studies"),
@@ -394,6 +401,10 @@ def note(section: Section, metas: Sequence[dict[str, Any]]) -> str:
     # Older meta records lack "threads": their command line says it as well.
     threads = sorted({str(m.get("threads") or threads_of(tuple(m["command"].split()))) for m in metas})
     def said(t: str) -> str:
+        if t == "auto":
+            return "run.threads auto (the cores other processes leave free, split between a sweep's workers)"
+        if t == "varied":
+            return "the thread counts in the table"
         if not t.isdigit():  # "default" (older records: "torch's default (N cores)")
             return "torch's default threads (the cores, split between a sweep's workers)"
         return f"{t} thread{'s' if t != '1' else ''} a process"

@@ -59,18 +59,20 @@ def bench_vary_table(records: list[dict[str, Any]]) -> str:
                      for r in records])
 
 
-def bench_threads_table(records: list[dict[str, Any]]) -> str:
-    """`resnet bench --busy --vary run.threads=auto,0,1`: each setting quiet and with every core busy,
-    and auto's rate over each (the targets are read from that column)."""
+def bench_threads_table(named: list[tuple[str, list[dict[str, Any]]]]) -> str:
+    """`resnet bench --busy --vary run.threads=auto,0,1` for each net: each setting quiet and with
+    every core busy, and auto's rate over each (the targets are read from that column)."""
     rows = []
-    for r in records:
-        auto = next(a for a in records if a["load"] == r["load"] and a["variant"].get("run.threads") == "auto")
-        setting = r["variant"].get("run.threads")
-        rows.append(("quiet" if r["load"] == "quiet" else "every core kept busy",
-                     f"`{setting}`" + (" (every core)" if setting == 0 else ""), (r.get("runtime") or {}).get("threads", DASH),
-                     count(round(r["images_per_s"])),
-                     DASH if r is auto else f"**{auto['images_per_s'] / r['images_per_s']:.2f}x**", _busy(r)))
-    return md_table(["machine", "run.threads", "threads used", "img/s", "auto / this", "cores used by others"], rows)
+    for name, records in named:
+        for r in records:
+            auto = next(a for a in records if a["load"] == r["load"] and a["variant"].get("run.threads") == "auto")
+            setting = r["variant"].get("run.threads")
+            rows.append((name, "quiet" if r["load"] == "quiet" else "every core kept busy",
+                         f"`{setting}`" + (" (every core)" if setting == 0 else ""),
+                         (r.get("runtime") or {}).get("threads", DASH), count(round(r["images_per_s"])),
+                         DASH if r is auto else f"**{auto['images_per_s'] / r['images_per_s']:.2f}x**", _busy(r)))
+    return md_table(["net", "machine", "run.threads", "threads used", "img/s", "auto / this", "cores used by others"],
+                    rows)
 
 
 def bench_stack_table(named: list[tuple[str, list[dict[str, Any]]]]) -> str:

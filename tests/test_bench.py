@@ -241,7 +241,9 @@ def test_the_busy_half_runs_one_spinning_process_per_core_and_ends_them():
 
     assert _spinners() == []
     with busy.cores_kept_busy(2):
-        procs = _spinners()
+        deadline = time.monotonic() + 10
+        while len(procs := _spinners()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # a child shows its own command line only once it has exec'd
         assert len(procs) == 2
         time.sleep(0.5)
         # Each spins: user CPU time (stat field 14, in clock ticks) is growing, not asleep.

@@ -249,3 +249,12 @@ class EpochWatch:
         # The wait policy stays what it was when torch loaded.
         self.choice = dataclasses.replace(new, passive=self.choice.passive)
         return self.choice
+
+    def apply(self, say, epoch: int) -> None:
+        """At an epoch's end: set the next epoch's count where it changes, and say so."""
+        new = self.next()
+        if new is not None:
+            import torch  # by now loaded: this runs between epochs
+
+            torch.set_num_threads(new.threads)
+            say(f"{new.line} from epoch {epoch + 1}")

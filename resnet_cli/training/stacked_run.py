@@ -40,7 +40,7 @@ from ..spec import Spec
 from ..spec.datasets import DATASETS, shape_of
 from . import distributed, optimizers, schedule, stacked, testhook
 from .session import open_run
-from .trainer import SYNC_EVERY, Trainer, rethread
+from .trainer import SYNC_EVERY, Trainer
 
 # Above this image side a stacked net trains slower on a CPU than the same seeds one after another:
 # `resnet bench --stack` measured the CIFAR ResNet-20 (32x32) at 0.48x per seed at k = 4, the digits
@@ -240,8 +240,9 @@ class StackedRun:
         for m in alive:
             m._end_epoch()  # its own evaluation, epoch record, checkpoint and callbacks
             records.append((m, m.p.history[-1]))
-        if alive[0].p.iteration < self.total:  # one count for the whole stack
-            rethread(self.members[0].threads_watch, self.members[0].say, alive[0].p.epoch)
+        watch = self.members[0].threads_watch  # one count for the whole stack
+        if watch is not None and alive[0].p.iteration < self.total:
+            watch.apply(self.members[0].say, alive[0].p.epoch)
         for cb in self.callbacks:
             cb.on_epoch(self, records)
 

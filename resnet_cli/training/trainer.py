@@ -261,8 +261,8 @@ class Trainer:
         p.elapsed += time.perf_counter() - tick
         self._fold(acc, seen)
         self._end_epoch()
-        if p.iteration < self.total:
-            rethread(self.threads_watch, self.say, p.epoch)
+        if self.threads_watch is not None and p.iteration < self.total:
+            self.threads_watch.apply(self.say, p.epoch)
 
     def _global_order(self) -> torch.Tensor | None:
         """`data.shuffle: global`: this epoch's torch.randperm from the global generator, drawn once at
@@ -395,11 +395,3 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_end(self, summary)
         return summary
-
-
-def rethread(watch: cpu_threads.EpochWatch | None, say: Callable[[str], None], epoch: int) -> None:
-    """run.threads auto: the count for the next epoch, from the other processes' use during this one."""
-    new = watch.next() if watch is not None else None
-    if new is not None:
-        torch.set_num_threads(new.threads)
-        say(f"{new.line} from epoch {epoch + 1}")

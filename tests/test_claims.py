@@ -60,6 +60,16 @@ def test_seeds_that_all_agree_resolve_a_family_first_at_the_hand_counted_n():
     assert power.power(8, 10.0, 10) == 0.0 and power.power(9, 10.0, 10) > 0.99
 
 
+def test_the_plan_line_names_the_sized_n_once():
+    """At the n a family was sized for, the line says so instead of repeating the n; short of it, it
+    names the n that would do; past it, the smaller n that would already have done."""
+    sized = power.seeds_for(2 / math.sqrt(2), 13)
+    at = power.plan_line(sized, 13)
+    assert at.endswith(", the n sized for it") and at.count(f"{sized} ") == 1
+    assert power.plan_line(sized - 1, 13).endswith(f"; {sized} resolve a 2-sd gap with 80% power")
+    assert power.plan_line(sized + 4, 13).endswith(f"; {sized} would give 80%")
+
+
 def test_power_matches_the_exact_test_simulated_through_its_own_functions():
     """He 2016b's shortcut study at its size: one claim of 18 with a true gap of 2
     row-sds (differences' sd sqrt 2 row-sds), the others null. Simulated here with evidence.signflip and

@@ -171,5 +171,11 @@ def plan_line(n: int, family: int, effect: float = DEFAULT_EFFECT, what: str = "
         return (f"{n} seeds cannot resolve any of {things} at 5% after Holm: the smallest exact p at n = {n} "
                 f"is {evidence.smallest_p(n):.3g}; {floor} seeds whose differences all agree can; {sized_text}")
     got = power(n, effect / math.sqrt(2), m)
-    return (f"{n} seeds can resolve {things} at 5% after Holm: a {effect:g}-sd gap is resolved with "
-            f"{got:.0%} power at this n (exact sign-flip test, {DRAWS} simulated studies); {sized_text}")
+    line = (f"{n} seeds can resolve {things} at 5% after Holm: a {effect:g}-sd gap is resolved with "
+            f"{got:.0%} power at this n (exact sign-flip test, {DRAWS} simulated studies)")
+    # At the sized n the second half would repeat the first; past it, say how few would have done.
+    if sized == n:
+        return line + ", the n sized for it"
+    if sized is not None and sized < n:
+        return line + f"; {sized} would give {POWER:.0%}"
+    return f"{line}; {sized_text}"

@@ -14,7 +14,10 @@ from resnet_cli import spec as S
 from resnet_cli.cli import app
 from resnet_cli.results import degrade as D_results
 from resnet_cli.errors import UserError
-from resnet_cli.experiments import degrade as D
+from resnet_cli.commands.degrade import execute
+from resnet_cli.results import degrade_grid as G
+from resnet_cli.results import degrade_reference as reference
+from resnet_cli.sweep import degrade_plan as D
 from resnet_cli.model import build_model, count_params
 from resnet_cli.training.curve import CurveProbe
 from resnet_cli.training.session import spec_callbacks
@@ -47,7 +50,7 @@ def test_cli_json_schema_files_and_reuse(in_tmp):
     for s in sums:
         assert s["n"] == 2 and s["train_acc_min"] <= s["train_acc_median"] <= s["train_acc_max"]
         assert {"grad_norm_first_layer_median", "test_acc_median", "train_loss_median"} <= set(s)
-    for name in (D.RESULT_FILE, D.FIGURE_FILE):
+    for name in (G.RESULT_FILE, G.FIGURE_FILE):
         assert (in_tmp / "d" / name).is_file()
     assert not (in_tmp / "d" / "runs.jsonl").exists()  # the run directories are the records
     probe = json.loads((in_tmp / "d" / "runs" / "plain-4-seed0" / "probe.json").read_text())
@@ -175,18 +178,18 @@ def test_first_layer_grad_norm_matches_a_hand_computed_step():
 def _summary(net, depth, acc, grad, dataset="digits"):
     recs = [{"net": net, "depth": depth, "seed": 0, "status": "completed", "train_loss": 1.0, "train_acc": acc,
              "test_acc": acc, "grad_norm_first_layer": grad, "params": 1, "dataset": dataset}]
-    return D.summarise(recs)[0]
+    return G.summarise(recs)[0]
 
 
 def test_findings():
     # The article's criteria by hand: plain-26 median < 0.68, residual-26 > 0.95, norms within
     # 1.9-3.2 (plain) and 0.4-0.7 (residual).
-    ok = D.findings([_summary("plain", 26, 0.6, 3.0), _summary("residual", 26, 0.98, 0.6)])
+    ok = reference.findings([_summary("plain", 26, 0.6, 3.0), _summary("residual", 26, 0.98, 0.6)])
     assert [f["reproduced"] for f in ok] == [True, True, True, True]
     assert ok[0]["article"] == 0.56 and ok[0]["article_range"] == (0.395, 0.834)
-    bad = D.findings([_summary("plain", 26, 0.70, 1.0), _summary("residual", 26, 0.9, 0.8)])
+    bad = reference.findings([_summary("plain", 26, 0.70, 1.0), _summary("residual", 26, 0.9, 0.8)])
     assert [f["reproduced"] for f in bad] == [False, False, False, False]
-    assert D.findings([_summary("plain", 8, 0.6, 3.0)]) is None
+    assert reference.findings([_summary("plain", 8, 0.6, 3.0)]) is None
 
 
 def test_he2016a_comparisons_between_the_shallowest_and_deepest_depth():
@@ -195,15 +198,15 @@ def test_he2016a_comparisons_between_the_shallowest_and_deepest_depth():
     grid = [_summary(n, d, a, 1.0, "fashion_mnist") for n, d, a in [
         ("plain", 20, 0.90), ("residual", 20, 0.92), ("plain", 32, 0.80), ("residual", 32, 0.91),
         ("plain", 56, 0.70), ("residual", 56, 0.85)]]
-    found = D.he2016a(grid)
+    found = reference.he2016a(grid)
     assert [f["finding"] for f in found] == [
         "plain-56 trains worse than plain-20", "ResNet-56 trains better than plain-56", "ResNet-56 reaches ResNet-20"]
     assert [f["reproduced"] for f in found] == [True, True, False]
     assert found[0]["ours"] == pytest.approx([30.0, 10.0]) and found[2]["ours"] == pytest.approx([15.0, 8.0])
-    flipped = D.he2016a([_summary(n, d, a, 1.0) for n, d, a in [
+    flipped = reference.he2016a([_summary(n, d, a, 1.0) for n, d, a in [
         ("plain", 20, 0.70), ("residual", 20, 0.80), ("plain", 56, 0.90), ("residual", 56, 0.75)]])
     assert [f["reproduced"] for f in flipped] == [False, False, False]
-    assert D.he2016a([_summary("plain", 20, 0.9, 1.0), _summary("residual", 56, 0.9, 1.0)]) is None  # no pair
+    assert reference.he2016a([_summary("plain", 20, 0.9, 1.0), _summary("residual", 56, 0.9, 1.0)]) is None  # no pair
 
 
 def test_every_run_keeps_a_run_directory_the_analyses_read(in_tmp):
@@ -276,7 +279,7 @@ def test_a_run_cut_off_midway_resumes_to_the_same_record(in_tmp, monkeypatch):
     # and the crash comes at step 7, after it: the resumed run must carry the curve and the step-1
     # gradient from before the cut and the half-filled window.
     overrides = [("optim.epochs", 16), ("data.train_subset", 256), ("train.checkpoint_every", 5)]
-    whole = D.execute(D.make_plan(None, depths=[6], seeds=[0], nets=["residual"], overrides=overrides,
+    whole = execute(D.make_plan(None, depths=[6], seeds=[0], nets=["residual"], overrides=overrides,
                                   out=in_tmp / "whole")).records[0]
     plan = D.make_plan(None, depths=[6], seeds=[0], nets=["residual"], overrides=overrides, out=in_tmp / "cut")
     real = CurveProbe.after_backward
@@ -288,11 +291,11 @@ def test_a_run_cut_off_midway_resumes_to_the_same_record(in_tmp, monkeypatch):
 
     monkeypatch.setattr(CurveProbe, "after_backward", crash_at_7)
     with pytest.raises(_Crash):
-        D.execute(plan)
+        execute(plan)
     monkeypatch.setattr(CurveProbe, "after_backward", real)
     path = in_tmp / "cut" / "runs" / "residual-6-seed0"
     assert not (path / "summary.json").exists() and (path / "checkpoint.pt").is_file()  # cut off, resumable
-    grid = D.execute(plan)
+    grid = execute(plan)
     (resumed,) = grid.records
     assert grid.outcomes["1:0"].status == "completed"
     for key in ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer", "curve", "iterations"):
@@ -315,7 +318,7 @@ def test_summaries_carry_intervals_and_the_twins_paired_by_seed():
     res_acc = (0.95, 0.97, 0.90, 0.99)
     recs = [run("plain", 0, 0.5), run("plain", 1, 0.6), {**run("plain", 2, None), "status": "diverged"},
             *(run("residual", s, a) for s, a in enumerate(res_acc))]
-    plain, res = D.summarise(recs)
+    plain, res = G.summarise(recs)
     # Four seeds: the median's order-statistic interval is [min, max], covering 1 - 2 (1/2)^4 = 87.5%.
     assert res["train_acc_interval"] == [0.90, 0.99] and res["train_acc_coverage"] == 0.875
     assert res["train_acc_std"] == pytest.approx(np.std(res_acc, ddof=1))
@@ -413,3 +416,24 @@ def test_an_output_directory_of_the_previous_version_reports_and_is_reused(in_tm
     assert [s["grad_norm_first_layer_median"] for s in result["summaries"]] == [0.125, 0.375]
     rows = [o for o in lines(CliRunner().invoke(app, ["report", "d", "--json"]).stdout) if o["event"] == "row"]
     assert [(r["study"], r["row"]) for r in rows] == [("degrade", "plain-4"), ("degrade", "residual-4")]
+
+
+def test_report_on_a_degrade_directory_prints_degrades_own_metrics_and_medians(in_tmp):
+    """`resnet report D` on `resnet degrade --out D`: per (net, depth) the training loss and
+    accuracy, test accuracy and step-1 gradient norm with the medians degrade printed, and the same
+    claims; the medians also equal a hand median of the run records degrade printed."""
+    import statistics
+
+    res = CliRunner().invoke(app, ["degrade", "--depths", "4", "--seeds", "0..2", *LENGTH, "--out", "d", "--json"])
+    assert res.exit_code == 0, res.output
+    printed = lines(res.stdout)
+    rep = CliRunner().invoke(app, ["report", "d", "--json"])
+    assert rep.exit_code == 0, rep.stderr
+    again = lines(rep.stdout)
+    assert again == printed  # runs, summaries and claims, record for record
+    sums = {s["net"]: s for s in again if s["event"] == "summary"}
+    assert set(sums) == {"plain", "residual"}
+    for net, s in sums.items():
+        runs = [r for r in printed if r["event"] == "run" and r["net"] == net]
+        for metric in ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer"):
+            assert s[f"{metric}_median"] == statistics.median(r[metric] for r in runs)

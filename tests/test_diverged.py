@@ -10,7 +10,8 @@ import math
 import yaml
 from rich.console import Console
 
-from resnet_cli.experiments import degrade, degrade_runs
+from resnet_cli.results import degrade_grid
+from resnet_cli.runs import degrade_records as degrade_runs
 from resnet_cli.results import report
 from resnet_cli.results import table as study_table
 from resnet_cli.spec.datasets import chance_error
@@ -76,6 +77,6 @@ def test_a_diverged_degrade_run_counts_at_chance(tmp_path):
     gone = recs[1]
     assert gone["diverged"] and gone["test_acc"] == gone["train_acc"] == 0.1
     assert math.isclose(gone["train_loss"], math.log(10))
-    (row,) = degrade.summarise(recs)
+    (row,) = degrade_grid.summarise(recs)
     assert row["n"] == 3 and row["diverged"] == 1
     assert math.isclose(row["test_acc_median"], 0.7)  # accuracies 0.8, 0.1, 0.7

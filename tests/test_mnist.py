@@ -309,7 +309,7 @@ def test_real_debian_fashion_mnist(monkeypatch):
 
 
 def test_fashion_fig1_config_plans_without_data():
-    from resnet_cli.experiments import degrade
+    from resnet_cli.sweep import degrade_plan as degrade
 
     plan = degrade.make_plan("degrade/fashion-fig1")
     assert (plan.depths, plan.seeds, sorted(plan.nets)) == ([20, 56], [0, 1], ["plain", "residual"])

@@ -164,14 +164,14 @@ def test_planted_oversize_module_is_found(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The layers: spec -> model -> data -> runs -> training -> sweep, results, analysis, plots, experiments -> commands
+# The layers: spec -> model -> data -> runs -> training -> sweep, results, analysis, plots -> commands
 
 # A package may import its own layer and the ones below it, never one above. errors, output and
 # figures serve every layer; cli (the `resnet` app) and commands (its subcommands) are the top one.
 # runs/ (the run directory's files, writer and reader) sits below training: the trainer writes the
 # run directory as it trains, and every reader above reads it without importing the trainer.
 LAYERS = {"errors": 0, "output": 0, "figures": 0, "writable": 0, "spec": 1, "model": 2, "data": 3, "runs": 4,
-          "training": 5, "sweep": 6, "results": 6, "analysis": 6, "plots": 6, "experiments": 6, "bench": 6, "commands": 7, "cli": 7, "__main__": 8}
+          "training": 5, "sweep": 6, "results": 6, "analysis": 6, "plots": 6, "bench": 6, "commands": 7, "cli": 7, "__main__": 8}
 TOP_LEVEL_MODULES = 7  # __init__, __main__, cli, errors, output, figures, writable
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from typing import Annotated, Any
 
 import typer
@@ -11,10 +12,14 @@ from rich.markup import escape
 from .. import errors, output
 from ..cli import command
 from ..errors import UserError
-from ..experiments import degrade as deg
-from ..results import evidence, verdicts
-from ..experiments.degrade import DEFAULT_CONFIG, NETS
-from ..experiments.degrade_runs import load_record
+from ..plots import degrade as plots
+from ..results import degrade_grid
+from ..results import degrade_view as view
+from ..results.degrade import curve_bands
+from ..results.degrade_grid import Grid
+from ..runs.degrade_records import RUN_DIRS, load_record
+from ..sweep import degrade_plan as deg
+from ..sweep.degrade_plan import DEFAULT_CONFIG, NETS
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from ..spec.seeds import text as seeds_text
@@ -22,9 +27,6 @@ from ..runs.writer import make_dir
 from ..sweep import engine as sweep
 from . import cluster as launcher
 from . import common
-
-_RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc", "test_acc",
-             "grad_norm_first_layer", "params", "iterations", "wall_s")
 
 
 @command()
@@ -86,8 +88,23 @@ def degrade(
               f"(depths {', '.join(map(str, plan.depths))}; {', '.join(plan.nets)}; seeds "
               f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
     # A resumed grid counts the runs left to train, not all it plans.
-    grid = deg.execute(plan, jobs=jobs or None, notify=_Progress(log, sweep.to_train(plan.study)))
+    grid = execute(plan, jobs=jobs or None, notify=_Progress(log, sweep.to_train(plan.study)))
     _render(grid, fmt, log)
+
+
+def execute(plan: deg.Plan, jobs: int | None = 1, notify: sweep.Notify | None = None) -> Grid:
+    """Train the grid's unfinished runs, then report every finished one (degrade.json, degrade.png)."""
+    tick = time.perf_counter()
+    result = deg.train(plan, jobs, notify)
+    return finish(degrade_grid.collect(plan, result.outcomes, result.signum, tick))
+
+
+def finish(grid: Grid) -> Grid:
+    """The figure and degrade.json of a grid with finished runs."""
+    if grid.records:
+        grid.figure = plots.figure(grid.summaries, curve_bands(grid.records), grid.plan.out / degrade_grid.FIGURE_FILE)
+        degrade_grid.write_result(grid)
+    return grid
 
 
 def _on_cluster(plan, request: launcher.Request, json_: bool) -> None:
@@ -102,7 +119,7 @@ def _on_cluster(plan, request: launcher.Request, json_: bool) -> None:
         # What the array's tasks did, as a local sweep's outcomes: trained there, or failed (with the log).
         outcomes = {run.key: sweep.Outcome("completed") for run in (submitted.runs if submitted else [])}
         outcomes.update({key: sweep.Outcome("error", message, code=errors.FAILED) for key, message in failed.items()})
-        _render(deg.collect(plan, outcomes), output.choose(json_), output.stderr())
+        _render(finish(degrade_grid.collect(plan, outcomes)), output.choose(json_), output.stderr())
 
     # As `resnet ablate --launcher slurm`: the sbatch script (--dry-run) is printed as text unless --json.
     launcher.run(sp, request, json_, report)
@@ -136,8 +153,8 @@ def _only(plan, key: str, fmt) -> None:
         raise UserError(outcome.message, code=outcome.code or errors.USAGE)
     if record is not None:
         skipped = outcome.status == "skipped"
-        line = {**{k: record.get(k) for k in _RUN_KEYS}, "run_dir": str(plan.out / record["run_dir"]), "skipped": skipped}
-        output.render([line], fmt, output.View(show=False, log=[_run_text(record, skipped)]))
+        line = {**{k: record.get(k) for k in view.RUN_KEYS}, "run_dir": str(plan.out / record["run_dir"]), "skipped": skipped}
+        output.render([line], fmt, output.View(show=False, log=[view.run_text(record, skipped)]))
     if outcome.status == "interrupted":
         raise typer.Exit(errors.INTERRUPTED_INT)
 
@@ -158,18 +175,7 @@ class _Progress:
             self.console.print(escape(f"[{self.done:>3}/{self.total}] {run.path.name}: {outcome.status}"
                                       + (f": {outcome.message}" if outcome.message else "")))
         else:
-            self.console.print(_run_text(record, False, self.done, self.total))
-
-
-def _run_text(record: dict[str, Any], reused: bool, i: int | None = None, total: int | None = None) -> str:
-    """One run's line for stderr: its net, depth, seed, final figures and how it was obtained."""
-    how = "reused" if reused else f"{record['wall_s'] or 0.0:.1f} s"
-    status = "" if record["status"] == "completed" else f"  [red]{record['status']}[/]"
-    where = f"[{i:>3}/{total}] " if i is not None else ""
-    return (f"{where}{record['net']:<8} {record['depth']:>3} {'blocks' if record.get('family') == 'vit' else 'layers'}  seed {record['seed']:<3} "
-            f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
-            f"test acc {output.fmt(record['test_acc'], 3)}  grad@1 {output.fmt(record['grad_norm_first_layer'], 2)}"
-            f"  ({how}){status}")
+            self.console.print(view.run_text(record, False, self.done, self.total))
 
 
 def _render(grid, fmt, log) -> None:
@@ -180,20 +186,19 @@ def _render(grid, fmt, log) -> None:
     reused = [r for r in grid.records if outcomes.get(_key(grid, r), None) is None
               or outcomes[_key(grid, r)].status == "skipped"]
     for record in reused:
-        log.print(_run_text(record, True))
-    table = (lambda width: _table(grid.summaries, grid.plan)) if grid.summaries else None
-    output.render([*({k: r.get(k) for k in _RUN_KEYS} for r in grid.records), *grid.summaries,
-                   *([grid.claims] if grid.claims else [])], fmt,
+        log.print(view.run_text(record, True))
+    table = (lambda width: view.table(grid.summaries, grid.plan.source)) if grid.summaries else None
+    output.render(view.json_records(grid), fmt,
                   output.View(draw=table, show=False))
-    _findings(grid, log)
-    _claims(grid, log)
+    view.findings(grid, log)
+    view.claims(grid, log)
     planned = len(grid.plan.depths) * len(grid.plan.nets) * len(grid.plan.seeds)
     done = sweep.tally(outcomes, planned, finished=len(reused), finished_words="reused")
     if grid.figure is not None:
-        log.print(f"figure: {grid.figure}   results: {grid.plan.out / deg.RESULT_FILE}   {done}; wall time {grid.wall_s:.0f} s (training, every run's own time summed: "
+        log.print(f"figure: {grid.figure}   results: {grid.plan.out / degrade_grid.RESULT_FILE}   {done}; wall time {grid.wall_s:.0f} s (training, every run's own time summed: "
                   f"{sum(r['wall_s'] or 0.0 for r in grid.records):.0f} s)")
         log.print(f"run directories (for resnet lesion, landscape, paths, report): "
-                  f"{grid.plan.out / deg.RUN_DIRS}/<net>-<depth>-seed<seed>")
+                  f"{grid.plan.out / RUN_DIRS}/<net>-<depth>-seed<seed>")
     failed = {k: o for k, o in outcomes.items() if o.status == "error"}
     for key, o in failed.items():
         log.print(f"[red]run {key} failed[/]: {escape(o.message)}")
@@ -213,41 +218,6 @@ def _key(grid, record: dict[str, Any]) -> str:
     return f"{index}:{record['seed']}"
 
 
-def _findings(grid, log) -> None:
-    if grid.findings is not None:
-        log.print(f"{deg.ARTICLE}'s findings on 8x8 digits, ours beside its figures:")
-        for f in grid.findings:
-            mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]"
-            article = "" if f["article"] is None else f"{f['article']:.2f}, "
-            lo, hi = f["article_range"]
-            log.print(f"  {f['finding']}: {f['measure']} {output.fmt(f['ours'], 2)} "
-                      f"(article: {article}10 seeds {lo:g}-{hi:g}; needs {f['criterion']})  {mark}")
-    if grid.he2016a is not None:
-        log.print("He 2016a's degradation comparisons, median training error (%):")
-        for f in grid.he2016a:
-            a, b = (output.fmt(v, 2) for v in f["ours"])
-            mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]" if f["expected"] \
-                else "[yellow]not reached at this budget[/]"
-            log.print(f"  {f['finding']} ({f['source']}): {a} against {b}  {mark}")
-
-
-def _claims(grid, log) -> None:
-    """He 2016a's claims about the grid, each decided by the sign-flip test after Holm over them."""
-    c = grid.claims
-    if not c or not c["claims"]:
-        return
-    log.print(f"He 2016a's claims, training error % paired by seed (sign-flip test, Holm over the "
-              f"{c['family']['size']}): {c['claims_in_order']} in the paper's order and resolved, "
-              f"{c['claims_unresolved']} unresolved, {c['claims_reversed']} reversed")
-    style = {"in order": "green", "reversed": "red", "unresolved": "yellow"}
-    for p in c["claims"]:
-        holm = "-" if p["p_holm"] is None else f"{p['p_holm']:.3g}"
-        log.print(escape(f"  {p['better']} < {p['worse']}: difference {verdicts.shift_str(p)} (n {p['n']}, "
-                         f"Holm p {holm})") + f"  [{style[p['verdict']]}]{p['verdict']}[/]")
-    if c["power"]:
-        log.print(escape(f"  {c['power']}"))
-
-
 def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | None) -> list[tuple[str, Any]]:
     """--epochs/--iters change the length only: a base without lr steps (milestones: [], the article's
     digits recipe) keeps none; otherwise the steps move to 50%/75% of the new length."""
@@ -262,37 +232,3 @@ def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | No
     return [("optim.iters", iters), ("optim.epochs", None), ("optim.milestones", milestones)]
 
 
-def _cell(s: dict[str, Any], metric: str, digits: int) -> str:
-    """Median; min-max over seeds below it; the published figure (dim) below that, where one exists."""
-    med, lo, hi = s[f"{metric}_median"], s[f"{metric}_min"], s[f"{metric}_max"]
-    lines = [output.fmt(med, digits)]
-    if med is not None and s["n"] > 1:
-        lines.append(f"{output.fmt(lo, digits)}-{output.fmt(hi, digits)}")
-    ci = s.get(f"{metric}_interval")
-    if ci is not None:  # the median's order-statistic interval and its coverage (none below 3 seeds)
-        lines.append(f"{output.fmt(ci[0], digits)}~{output.fmt(ci[1], digits)} "
-                     f"{evidence.coverage_label(s[f'{metric}_coverage'])}")
-    ref = s.get("reference") or {}
-    if metric in ref:
-        lines.append(f"[dim]pub {ref[metric]:.{digits}f}[/]")
-    if f"{metric}_range" in ref:
-        lo_r, hi_r = ref[f"{metric}_range"]
-        lines.append(f"[dim]{'' if metric in ref else 'pub '}{lo_r:.{digits}f}-{hi_r:.{digits}f}[/]")
-    return "\n".join(lines)
-
-
-def _table(summaries: list[dict[str, Any]], plan):
-    rows = []
-    for s in summaries:
-        # The seed count sits under the net's name: one column fewer keeps the ranges whole at 80 columns.
-        net = f"{s['net']}\nn={s['n']}" + (f"\n[red]{s['diverged']} div.[/]" if s["diverged"] else "")
-        rows.append((net, str(s["depth"]), output.params_str(s["params"]), _cell(s, "train_loss", 3),
-                     _cell(s, "train_acc", 2), _cell(s, "test_acc", 2), _cell(s, "grad_norm_first_layer", 2)))
-    sources = sorted({(s.get("reference") or {}).get("source") for s in summaries} - {None})
-    caption = ("each cell: median over seeds, min-max below, then the median's order-statistic interval with "
-               "the coverage it has (lo~hi NN%; none below 3 seeds); train = the last epoch's average; accuracies as "
-               "fractions; grad@1 = ||dE/dW|| of the first conv at step 1"
-               + (f"; pub = published ({'; '.join(sources)})" if sources else ""))
-    return output.table(f"degradation: plain vs residual ({plan.source})",
-                        ["net", "depth", "params", "train\nloss", "train\nacc", "test\nacc", "grad@1"],
-                        rows, caption=caption, compact=True)

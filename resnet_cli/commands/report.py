@@ -13,7 +13,7 @@ from ..errors import UserError
 from ..sweep import budgets
 from ..results import report as report_mod
 from ..plots import gates as gates_plot, study_bars
-from ..results import formats, study, table as study_table
+from ..results import degrade_grid, degrade_view, formats, study, table as study_table
 from ..runs.files import SPEC, STUDY
 from . import common
 
@@ -58,6 +58,9 @@ def report(
                     "shown as pending")
     if runs:
         return _runs(found, fmt, directory)
+    grid = degrade_grid.from_directory(root)
+    if grid is not None:  # `resnet degrade`'s output directory: degrade's own metrics and claims
+        return _degrade(grid, fmt)
     tables = report_mod.aggregate(found + pending)
     if duplicates:  # the same spec and seed found again: one seed, not two
         shown = ", ".join(str(p) for p in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
@@ -101,3 +104,15 @@ def _runs(found, fmt, directory: str) -> None:
     output.render(rows, fmt, output.View(title=f"runs below {directory}", columns=shown,
                                          row=lambda r: [output.fmt(r[c]) if isinstance(r[c], float) else
                                                         ("-" if r[c] is None else r[c]) for c in shown]))
+
+
+def _degrade(grid, fmt) -> None:
+    """A degrade grid as `resnet degrade` printed it: runs, summaries (training loss and accuracy,
+    test accuracy, the step-1 gradient norm) and He 2016a's claims; the findings on stderr."""
+    if fmt in output.TEXT_FORMATS:
+        raise UserError(f"--format {fmt.value}: a degrade grid is rendered as table or json")
+    table = (lambda width: degrade_view.table(grid.summaries, grid.source)) if grid.summaries else None
+    output.render(degrade_view.json_records(grid), fmt, output.View(draw=table, show=False))
+    log = output.stderr()
+    degrade_view.findings(grid, log)
+    degrade_view.claims(grid, log)

@@ -1,4 +1,4 @@
-"""A degrade grid's results, computed once from its runs' records (experiments/degrade_runs.py): per
+"""A degrade grid's results, computed once from its runs' records (runs/degrade_records.py): per
 (net, depth) the summary over seeds (median, min-max, mean ± std, the median's interval with its
 coverage, residual minus plain paired by seed with Holm over the grid) and the training-error
 curve's band. The table, the JSON lines, degrade.json and the figure render these.
@@ -10,10 +10,9 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from ..sweep.degrade_plan import NETS
 from ..sweep.family import Family, Member
 from . import evidence, verdicts
-
-NETS = ("plain", "residual")
 
 
 def _stats(values: list[float | None]) -> dict[str, float | None]:
@@ -73,7 +72,7 @@ def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str,
     """Median and min-max over seeds per (net, depth), with mean, std and the median's
     order-statistic interval with its coverage (evidence.py; none below 3 seeds); n counts runs,
     diverged ones included in n and named (a diverged run counts as a failed run at chance,
-    degrade_runs.py, in the medians, the intervals and the pairs alike). The residual row of a depth also carries `paired`: residual minus plain per
+    degrade_records.py, in the medians, the intervals and the pairs alike). The residual row of a depth also carries `paired`: residual minus plain per
     metric, paired by seed (the twins share every seed), with the sign-flip p, the Hodges-Lehmann
     difference with its interval and coverage; the training-accuracy pair is a declared claim
     (`claims`), Holm-adjusted over the claims, the test-accuracy pair exploratory (raw p only). `reference`: the published

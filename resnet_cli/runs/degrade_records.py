@@ -20,8 +20,8 @@ from typing import Any
 
 from .. import spec as spec_mod
 from ..errors import UserError
-from ..runs.reader import RunRecord
 from ..spec.datasets import shape_of
+from .reader import RunRecord, legacy_probes
 
 RUN_DIRS = "runs"  # one run directory per (net, depth, seed), as `resnet train` writes them
 
@@ -74,3 +74,11 @@ def load_record(path: Path, out_dir: Path, legacy: dict[str, dict[str, Any]] | N
         "dataset": data.get("dataset"), "iterations": summary.get("iterations"), "epochs": summary.get("epochs"),
         "wall_s": summary.get("wall_time_s"), "curve": probe.get("curve") or [], "run_dir": rel,
     }
+
+
+def records(sp, refused: set[str] = frozenset()) -> list[dict[str, Any]]:
+    """The finished runs of a degrade plan (sweep/degrade_plan.py), read from their run directories;
+    `refused`: ROW:SEED of the directories the sweep would not take (they hold another spec)."""
+    legacy = legacy_probes(sp.results)
+    return [rec for run in sp.runs if run.key not in refused
+            and (rec := load_record(run.path, sp.results, legacy)) is not None]

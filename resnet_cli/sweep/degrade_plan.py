@@ -1,29 +1,22 @@
-"""The degradation problem, measured (He 2016a sec. 4.2 and Fig. 6; the digits experiment of the
-"Residual Connection" article).
+"""The degradation problem's grid as a study plan (He 2016a sec. 4.2 and Fig. 6; the digits
+experiment of the "Residual Connection" article).
 
-Plain and residual twins (the same layers and parameters; only `model.shortcut.kind` differs) are
-trained at several depths over several seeds. Per run we keep the last epoch's training loss and
-accuracy (averaged over that epoch, as the article reports them), the last epoch's test accuracy, the
-first conv's gradient norm at step 1, and a training-error curve; per (net, depth) the median and
-min-max over seeds with n. Nothing is selected on the test set.
-
-The grid is a study (sweep/study_file.py): configs/degrade/*.yaml cross `model.depth` with the
-two twins (a named axis `net`: plain sets no shortcut, residual keeps the spec's), one row per
-(depth, net), one run directory per seed, OUT/runs/<net>-<depth>-seed<seed>, run by the sweep
-engine of `resnet ablate` (sweep/engine.py: in this process or on `--jobs` workers; finished runs
-reused, a run cut off resumed from its checkpoint, a directory holding another spec refused). Any
-spec file serves as the base of the same grid. Each run's spec asks for the `degrade` probe
-(train.probes), which writes the step-1 gradient norm and the curve into the run directory; the
-summary, figure and findings here are a view of those directories (degrade_runs.py).
+Plain and residual twins (the same layers and parameters; only `model.shortcut.kind` differs) at
+several depths over several seeds. The grid is a study (sweep/study_file.py): configs/degrade/*.yaml
+cross `model.depth` with the two twins (a named axis `net`: plain sets no shortcut, residual keeps
+the spec's), one row per (depth, net), one run directory per seed, OUT/runs/<net>-<depth>-seed<seed>,
+run by the sweep engine of `resnet ablate` (sweep/engine.py: in this process or on `--jobs` workers;
+finished runs reused, a run cut off resumed from its checkpoint, a directory holding another spec
+refused). Any spec file serves as the base of the same grid. Each run's spec asks for the `degrade`
+probe (train.probes), which writes the step-1 gradient norm and the curve into the run directory.
+Its runs' records are read by runs/degrade_records.py, its summaries computed by results/.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -31,19 +24,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import spec as spec_mod
 from ..errors import UserError
-from ..plots import degrade as plots
-from ..results import degrade as results
-from ..results.degrade import NETS, curve_bands
+from ..runs.degrade_records import RUN_DIRS, load_record
 from ..runs.reader import RunRecord, legacy_probes
-from ..runs.writer import git_commit, make_dir, versions
+from ..runs.writer import make_dir
 from ..spec.messages import one_line
-from ..sweep import engine as sweep
-from ..sweep import plan as study_mod
-from ..sweep import study_file
-from .degrade_runs import RUN_DIRS, load_record
-from .degrade_reference import ARTICLE, REFERENCE, findings, he2016a  # noqa: F401 (re-exported)
+from . import engine as sweep
+from . import plan as study_mod
+from . import study_file
 
-RESULT_FILE, FIGURE_FILE = "degrade.json", "degrade.png"
+NETS = ("plain", "residual")  # the twins, as the grid's `net` axis names them
 DEFAULT_CONFIG = "degrade/digits-8-26"
 # A degrade study's grid (configs/degrade/*.yaml): the depth, then the twin, so rows read
 # plain-8, residual-8, plain-26, ...; its runs keep the names earlier versions gave them, so an
@@ -179,31 +168,6 @@ def twin(plan: Plan, net: str, depth: int, seed: int):
     raise KeyError((net, depth))
 
 
-@dataclass
-class Grid:
-    """What one `resnet degrade` leaves: the finished runs' records in plan order, their summaries,
-    the findings, and what became of each run in this invocation (sweep.Outcome by ROW:SEED)."""
-
-    plan: Plan
-    records: list[dict[str, Any]]
-    outcomes: dict[str, sweep.Outcome] = field(default_factory=dict)
-    signum: int | None = None
-    wall_s: float = 0.0
-    summaries: list[dict[str, Any]] = field(default_factory=list)
-    findings: list[dict[str, Any]] | None = None
-    he2016a: list[dict[str, Any]] | None = None
-    claims: dict[str, Any] | None = None  # He 2016a's claims about the grid, decided after Holm (results/degrade.py)
-    figure: Path | None = None
-
-
-def records(sp: study_mod.Plan, refused: set[str] = frozenset()) -> list[dict[str, Any]]:
-    """The finished runs of the plan, read from their run directories; `refused`: ROW:SEED of the
-    directories the sweep would not take (they hold another spec)."""
-    legacy = legacy_probes(sp.results)
-    return [rec for run in sp.runs if run.key not in refused
-            and (rec := load_record(run.path, sp.results, legacy)) is not None]
-
-
 def adopt(sp: study_mod.Plan) -> None:
     """A finished run an earlier version left (no study.json) joins the study, so `resnet report`
     groups it with the rest; one holding another spec is left for the sweep to refuse."""
@@ -217,12 +181,21 @@ def adopt(sp: study_mod.Plan) -> None:
             sweep.write_study_json(sp, run)
 
 
-def execute(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None) -> Grid:
+def only(plan: Plan, key: str) -> tuple[dict[str, Any] | None, sweep.Outcome]:
+    """One run of the grid, ROW:SEED as `--list` prints it: trained (or resumed, or reused) here."""
+    sp = plan.study
+    run = sp.find(key)
+    if run.key not in {r.key for r in sp.runs}:
+        raise UserError(f"--only {key}: no seed {run.seed} in this grid; seeds: {', '.join(map(str, plan.seeds))}")
+    make_dir(plan.out)
+    outcome = sweep.run_one(sp, run)
+    return load_record(run.path, plan.out, legacy_probes(plan.out)), outcome
+
+
+def train(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None):
     """Train every unfinished run of the grid (sweep.execute: in this process, or on `jobs` workers;
-    None: one per GPU or CPU core), then summarise every finished one and write degrade.json and
-    degrade.png. A run that cannot start stops the grid with its own exit status (4: locked by
-    another process)."""
-    tick = time.perf_counter()
+    None: one per free GPU or CPU core); the sweep's result (outcomes, signal). A run that cannot
+    start stops the grid with its own exit status (4: locked by another process)."""
     sp = plan.study
     make_dir(plan.out)
     adopt(sp)
@@ -235,56 +208,6 @@ def execute(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None
             notify(run, outcome)
 
     try:
-        result = sweep.execute(sp, jobs=jobs, notify=seen)
+        return sweep.execute(sp, jobs=jobs, notify=seen)
     except sweep.SweepStopped as exc:
         raise UserError(exc.message, code=codes.get(exc.run.key) or exc.code) from None
-    return collect(plan, result.outcomes, result.signum, tick)
-
-
-def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum: int | None = None,
-            tick: float | None = None) -> Grid:
-    """The grid's report from its run directories alone: records of the finished runs, summaries,
-    findings, degrade.json and degrade.png (after a local sweep, or after a SLURM array)."""
-    outcomes = outcomes or {}
-    refused = {key for key, outcome in outcomes.items() if outcome.status == "error"}
-    grid = Grid(plan, records(plan.study, refused), outcomes, signum)
-    if grid.records:
-        grid.claims = results.claims(grid.records)  # once: the summaries' pairs take their verdicts from it
-        grid.summaries = summarise(grid.records, grid.claims)
-        grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
-        grid.figure = plots.figure(grid.summaries, curve_bands(grid.records), plan.out / FIGURE_FILE)
-    grid.wall_s = time.perf_counter() - tick if tick is not None else 0.0
-    if grid.records:
-        write_result(grid)
-    return grid
-
-
-def only(plan: Plan, key: str) -> tuple[dict[str, Any] | None, sweep.Outcome]:
-    """One run of the grid, ROW:SEED as `--list` prints it: trained (or resumed, or reused) here."""
-    sp = plan.study
-    run = sp.find(key)
-    if run.key not in {r.key for r in sp.runs}:
-        raise UserError(f"--only {key}: no seed {run.seed} in this grid; seeds: {', '.join(map(str, plan.seeds))}")
-    make_dir(plan.out)
-    outcome = sweep.run_one(sp, run)
-    return load_record(run.path, plan.out, legacy_probes(plan.out)), outcome
-
-
-def write_result(grid: Grid) -> None:
-    plan = grid.plan
-    result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
-              "base_spec": plan.base, "summaries": grid.summaries, "findings": grid.findings,
-              "he2016a": grid.he2016a, "claims": grid.claims,
-              "wall_s": round(grid.wall_s, 1),  # this invocation, reused runs costing nothing
-              "train_wall_s": round(sum(r["wall_s"] or 0.0 for r in grid.records), 1),  # every run's own training time
-              "versions": versions(), "git_commit": git_commit(),
-              "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    path = plan.out / RESULT_FILE
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def summarise(records: list[dict[str, Any]], decided: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The grid's summaries (results/degrade.py) with the published figures beside ours."""
-    return results.summarise(records, REFERENCE, decided)

@@ -287,14 +287,14 @@ def test_every_shipped_claim_names_rows_of_its_study():
 
 
 def test_a_degrade_grid_declares_he_2016a_claims_in_training_error():
-    """Residual below plain at each depth, and each deeper plain net above the shallower one: three
-    claims for depths 8 and 26, decided on training error % paired by seed."""
+    """Residual below plain at each depth, each deeper plain net above the shallower one, and each
+    deeper residual net below it: four claims for depths 8 and 26, on training error % paired by seed."""
     from resnet_cli.results import degrade
 
     fam = degrade.he2016a_claims([26, 8])
     assert [(m.better, m.worse, m.metric) for m in fam.members] == [
         ("residual-8", "plain-8", "train_error"), ("residual-26", "plain-26", "train_error"),
-        ("plain-8", "plain-26", "train_error")]
+        ("plain-8", "plain-26", "train_error"), ("residual-26", "residual-8", "train_error")]
 
     def rec(net, depth, seed, acc):
         return {"net": net, "depth": depth, "seed": seed, "train_acc": acc}

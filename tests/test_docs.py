@@ -132,14 +132,18 @@ def test_degrade_table_on_fake_summaries():
     run = {"event": "run", "net": "plain", "depth": 26, "seed": 0}
     text = R.degrade_table([run, rec], [{"finding": "plain-26 degrades", "measure": "median training accuracy",
                                          "ours": 0.7021, "article": 0.56, "article_range": [0.395, 0.834],
-                                         "criterion": "below 0.8", "reproduced": True}])
+                                         "in_range": True}])
     lines = text.splitlines()
     assert lines[0] == ("| net | depth | n | params | train loss | train acc | train acc: interval of the median (coverage) "
                         "| test acc | test acc: interval (coverage) | grad norm, first conv, step 1 |")
     assert lines[2] == ("| plain | 26 | 3 | 56,410 | 0.779 (0.617–1.198) | 0.702 (0.500–0.830) | - | 0.542 (0.225–0.742) "
                         "| - | 4.09 (2.81–4.97) |")
     assert "Median (min–max) over seeds 0..2." in text
-    assert "| plain-26 degrades | median training accuracy | 0.70 | 0.56, 0.395–0.834 | below 0.8 | yes |" in text
+    assert "| plain-26 degrades | median training accuracy | 0.70 | 0.56, 0.395–0.834 | yes |" in text
+    # An older record without `in_range`: its numbers say it (0.85 lies above the article's 0.834).
+    older = R.degrade_table([rec], [{"finding": "plain-26 degrades", "measure": "median training accuracy",
+                                     "ours": 0.85, "article": 0.56, "article_range": [0.395, 0.834]}])
+    assert "| 0.85 | 0.56, 0.395–0.834 | **no** |" in older
 
 
 def test_gradnorm_table_reads_first_conv_fc_and_the_input_ratio():
@@ -479,3 +483,15 @@ def test_every_resolved_pair_a_reading_names_is_resolved_after_holm():
     assert named == resolved and resolved and len(resolved) < len(pairs)  # some resolved, some not
     # Rows 1 and 3 differ at raw p 0.035 but not after Holm (0.070): a reading from raw p would name them.
     assert any(p["p"] <= 0.05 < p["p_holm"] for p in pairs) and frozenset((1, 3)) not in named
+
+
+def test_degrade_claims_table_gives_each_claims_verdict_and_the_power_line():
+    claim = {"better": "residual-26", "worse": "residual-8", "source": "He 2016a sec. 4.1, Fig. 4 right: deeper",
+             "shift": -1.5, "interval": [-2.25, -0.5], "coverage": 0.9785, "n": 10, "p_holm": 0.0078,
+             "verdict": "reversed"}
+    rec = {"event": "claims", "claims": [claim], "power": "10 seeds can resolve 4 claims"}
+    text = R.degrade_claims_table([{"event": "run"}, rec], train_wall_s=90.0)
+    assert ("| residual-26 < residual-8 | He 2016a sec. 4.1, Fig. 4 right | -1.50 [-2.25, -0.50] 97.8% | 10 | "
+            "0.0078 | **reversed** |") in text
+    assert "10 seeds can resolve 4 claims." in text and "summed: 90 s." in text
+    assert R.degrade_claims_table([{"event": "summary"}]) == ""  # an output older than the claims: none

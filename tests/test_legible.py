@@ -61,7 +61,7 @@ def test_gradnorm_tables_keep_every_exponent_at_80_columns():
 
 
 def test_degrade_table_keeps_ranges_and_published_figures_whole():
-    from resnet_cli.commands import degrade as cmd
+    from resnet_cli.results import degrade_view
 
     def summary(net, depth):
         s = {"net": net, "depth": depth, "n": 10, "diverged": 1 if net == "plain" else 0, "params": 51_234,
@@ -72,10 +72,8 @@ def test_degrade_table_keeps_ranges_and_published_figures_whole():
             s.update({f"{metric}_median": v, f"{metric}_min": v * 0.7, f"{metric}_max": v * 1.3})
         return s
 
-    class Plan:
-        source = "degrade/digits-8-26"
-
-    text = render(cmd._table([summary(n, d) for d in (8, 26) for n in ("plain", "residual")], Plan))
+    text = render(degrade_view.table([summary(n, d) for d in (8, 26) for n in ("plain", "residual")],
+                                     "degrade/digits-8-26"))
     for want in ["0.864-1.605", "0.39-0.73", "0.37-0.68", "1.64-3.05", "pub 0.56", "0.40-0.83", "pub 1.90-3.20",
                  "n=10", "1 div.", "51.2k"]:
         assert want in text, want

@@ -253,7 +253,8 @@ def _sections() -> list[Section]:
                 commands="`resnet train digits/<net> --seed S --threads 1 --out runs/docs/<net>-sS --json` for the nets and seeds "
                          "listed"),
         Section("degrade", "degrade.md", ("degrade",),
-                lambda o: R.degrade_table(o["degrade"], _degrade_json("runs/docs/degrade").get("findings")),
+                lambda o: R.degrade_table(o["degrade"], _degrade_json("runs/docs/degrade").get("findings"))
+                + R.degrade_claims_table(o["degrade"]),
                 copies=(("runs/docs/degrade/degrade.png", "docs/figures/degrade.png"),)),
         Section("gradnorm", "gradnorm.md", ("gradnorm",), lambda o: R.gradnorm_table(o["gradnorm"])),
         Section("jacobian", "gradnorm.md", ("jacobian-s0",), lambda o: R.jacobian_table(o["jacobian-s0"])),
@@ -281,7 +282,7 @@ def _sections() -> list[Section]:
                 target="docs-studies", copies=(("runs/docs/degrade-vit/degrade.png", "docs/figures/degrade-vit-digits.png"),)),
         Section("degrade-fashion", "degrade.md", ("degrade-fashion",),
                 lambda o: R.degrade_table(o["degrade-fashion"])
-                + R.he2016a_table((d := _degrade_json(FASHION)).get("he2016a"), d.get("train_wall_s")),
+                + R.degrade_claims_table(o["degrade-fashion"], _degrade_json(FASHION).get("train_wall_s")),
                 target="docs-fashion", copies=((f"{FASHION}/degrade.png", "docs/figures/degrade-fashion.png"),)),
         Section("degrade-fashion-budget", "degrade.md", ("degrade-fashion-16",),
                 lambda o: R.budget_table([("8 epochs", o["degrade-fashion"]), ("16 epochs", o["degrade-fashion-16"])],
@@ -356,8 +357,8 @@ def _export_sizes() -> dict[str, int]:
 
 
 def _degrade_json(out: str) -> dict[str, Any]:
-    """What `resnet degrade` keeps in OUT/degrade.json and not in --json: the article's findings, He
-    2016a's comparisons, and the runs' summed training time (a rerun's own wall time is the reuse's)."""
+    """What `resnet degrade` keeps in OUT/degrade.json and not in --json: the article's figures beside
+    ours, and the runs' summed training time (a rerun's own wall time is the reuse's)."""
     path = ROOT / out / "degrade.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 

@@ -12,7 +12,7 @@ import math
 import statistics
 from typing import Any
 
-from resnet_cli.results import evidence  # the statistics, one place (torch-free)
+from resnet_cli.results import evidence, verdicts  # the statistics, one place (torch-free)
 from resnet_cli.results.markdown import DASH, fixed, md_table, seeds_needed_str  # noqa: F401 (shared with the package)
 from resnet_cli.output import duration  # wall times in one form, here and on the terminal
 
@@ -85,12 +85,15 @@ def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] 
     if reading:
         text += "\n" + reading
     if findings:
+        def within(f: dict[str, Any]) -> bool:  # records older than `in_range` carry the numbers it is made of
+            lo, hi = f["article_range"]
+            return f["in_range"] if "in_range" in f else f["ours"] is not None and lo <= f["ours"] <= hi
         text += "\n" + md_table(
-            ["the article's finding", "measure", "ours", "article (10 seeds)", "needs", "reproduced"],
+            ["the article's finding", "measure", "ours", "article (10 seeds)", "ours within its 10-seed range"],
             [(f["finding"], f["measure"], fixed(f["ours"], 2),
               (f"{fixed(f['article'], 2)}, " if f.get("article") is not None else "")
-              + f"{f['article_range'][0]:g}–{f['article_range'][1]:g}", f["criterion"],
-              "yes" if f["reproduced"] else "**no**") for f in findings])
+              + f"{f['article_range'][0]:g}–{f['article_range'][1]:g}", "yes" if within(f) else "**no**")
+             for f in findings])
     return text
 
 
@@ -129,18 +132,19 @@ def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
     return head + ": " + " ".join(out) + "\n"
 
 
-def he2016a_table(comparisons: list[dict[str, Any]] | None, train_wall_s: float | None = None) -> str:
-    """He 2016a's degradation comparisons from degrade.json, and the runs' own training time."""
-    if not comparisons:
-        return ""
-    def verdict(c: dict[str, Any]) -> str:
-        if c["reproduced"]:
-            return "yes"
-        return "**no**" if c["expected"] else "not at this budget"
-    text = "\n" + md_table(
-        ["He 2016a's comparison", "source", "ours: median training error %", "reproduced"],
-        [(c["finding"], c["source"], f"{fixed(c['ours'][0])} against {fixed(c['ours'][1])}", verdict(c))
-         for c in comparisons])
+def degrade_claims_table(records: list[dict[str, Any]], train_wall_s: float | None = None) -> str:
+    """He 2016a's claims about the grid, from the `claims` object of `resnet degrade --json`: each
+    claim's paired difference in training error with its interval, n, Holm p and verdict; then the
+    runs' own training time. Outputs older than the claims show none."""
+    claims = next((r for r in records if r.get("event") == "claims"), None)
+    text = ""
+    if claims and claims["claims"]:
+        text = "\n" + md_table(
+            ["He 2016a's claim (training error %)", "source", "difference (worse minus better)", "n", "Holm p", "verdict"],
+            [(f"{c['better']} < {c['worse']}", c["source"].split(":")[0], verdicts.shift_str(c), c["n"],
+              DASH if c["p_holm"] is None else f"{c['p_holm']:.3g}",
+              c["verdict"] if c["verdict"] != "reversed" else "**reversed**") for c in claims["claims"]])
+        text += f"\n{claims['power']}.\n"
     if train_wall_s is not None:
         text += f"\nTraining time, every run's own wall time summed: {duration(train_wall_s)}.\n"
     return text

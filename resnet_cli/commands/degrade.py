@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -19,7 +19,6 @@ from ..results.degrade import curve_bands
 from ..results.degrade_grid import Grid
 from ..runs.degrade_records import RUN_DIRS, load_record
 from ..sweep import degrade_plan as deg
-from ..sweep.degrade_plan import DEFAULT_CONFIG, NETS
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
 from ..spec.seeds import text as seeds_text
@@ -71,13 +70,13 @@ def degrade(
     flags = dict(batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads)
     plan = deg.make_plan(
         spec_file, depths=deg.parse_depths(depths) if depths else None,
-        seeds=parse_seeds(seeds) if seeds is not None else None, nets=_nets(nets),
-        overrides=_length_overrides(spec_file, epochs, iters) + common.flag_overrides(**flags),
+        seeds=parse_seeds(seeds) if seeds is not None else None, nets=deg.parse_nets(nets),
+        overrides=deg.length_overrides(spec_file, epochs, iters) + common.flag_overrides(**flags),
         sets=set_ or [], out=out)
     if cluster.asked:
         return _on_cluster(plan, cluster, json_)
     if list_:
-        replay = ["degrade", *_replay(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
+        replay = ["degrade", *deg.replay_args(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
         return common.print_lines(sweep.list_commands(plan.study, replay))
     if only is not None:
         return _only(plan, only, fmt)
@@ -125,28 +124,6 @@ def _on_cluster(plan, request: launcher.Request, json_: bool) -> None:
     launcher.run(sp, request, json_, report)
 
 
-def _nets(nets: str | None) -> list[str] | None:
-    if nets is None:
-        return None
-    names = [n.strip() for n in nets.split(",") if n.strip()]
-    if not names or any(n not in NETS for n in names):
-        raise UserError(f"--nets {nets}: valid names are {', '.join(NETS)}")
-    return names
-
-
-def _replay(spec_file, plan, epochs, iters, flags: dict[str, Any], sets: list[str]) -> list[str]:
-    """The flags that rebuild this plan, for the command lines --list prints."""
-    args = [spec_file] if spec_file else []
-    args += ["--depths", ",".join(map(str, plan.depths)), "--seeds", seeds_text(plan.seeds),
-             "--nets", ",".join(plan.nets)]
-    for name, value in (("epochs", epochs), ("iters", iters), *flags.items()):
-        if value is not None:
-            args += [f"--{name.replace('_', '-')}", str(value)]
-    for item in sets:
-        args += ["--set", item]
-    return args
-
-
 def _only(plan, key: str, fmt) -> None:
     record, outcome = deg.only(plan, key)
     if outcome.status == "error":
@@ -166,7 +143,6 @@ class _Progress:
         self.console, self.total, self.done = console, total, 0
 
     def __call__(self, run, outcome) -> None:
-
         if outcome is None or outcome.status == "error":  # errors: one line at the end, or the one that stops the grid
             return
         self.done += 1
@@ -179,19 +155,13 @@ class _Progress:
 
 
 def _render(grid, fmt, log) -> None:
-    """The grid's report view: run records and summaries (JSON) or the table, then the findings."""
-
-
+    """The reused runs' lines, the grid (degrade_view.render), where its files went, and the exit code."""
     outcomes = grid.outcomes
-    reused = [r for r in grid.records if outcomes.get(_key(grid, r), None) is None
-              or outcomes[_key(grid, r)].status == "skipped"]
+    reused = [r for r in grid.records if outcomes.get(deg.key_of(grid.plan, r), None) is None
+              or outcomes[deg.key_of(grid.plan, r)].status == "skipped"]
     for record in reused:
         log.print(view.run_text(record, True))
-    table = (lambda width: view.table(grid.summaries, grid.plan.source)) if grid.summaries else None
-    output.render(view.json_records(grid), fmt,
-                  output.View(draw=table, show=False))
-    view.findings(grid, log)
-    view.claims(grid, log)
+    view.render(grid, fmt, log)
     planned = len(grid.plan.depths) * len(grid.plan.nets) * len(grid.plan.seeds)
     done = sweep.tally(outcomes, planned, finished=len(reused), finished_words="reused")
     if grid.figure is not None:
@@ -209,26 +179,3 @@ def _render(grid, fmt, log) -> None:
     if failed:
         codes = {o.code for o in failed.values()}
         raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)
-
-
-def _key(grid, record: dict[str, Any]) -> str:
-    """ROW:SEED of a record: rows are (depth, net) in plan order, numbered from 1."""
-    plan = grid.plan
-    index = plan.depths.index(record["depth"]) * len(plan.nets) + plan.nets.index(record["net"]) + 1
-    return f"{index}:{record['seed']}"
-
-
-def _length_overrides(spec_file: str | None, epochs: int | None, iters: int | None) -> list[tuple[str, Any]]:
-    """--epochs/--iters change the length only: a base without lr steps (milestones: [], the article's
-    digits recipe) keeps none; otherwise the steps move to 50%/75% of the new length."""
-    if epochs is not None and iters is not None:
-        raise UserError("--epochs and --iters are exclusive: give one length")
-    if epochs is None and iters is None:
-        return []
-    base = deg.base_of(spec_file or DEFAULT_CONFIG).get("optim") or {}
-    milestones = [] if base.get("milestones") == [] else None
-    if epochs is not None:
-        return [("optim.epochs", epochs), ("optim.iters", None), ("optim.milestones", milestones)]
-    return [("optim.iters", iters), ("optim.epochs", None), ("optim.milestones", milestones)]
-
-

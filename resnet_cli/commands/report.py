@@ -108,11 +108,7 @@ def _runs(found, fmt, directory: str) -> None:
 
 def _degrade(grid, fmt) -> None:
     """A degrade grid as `resnet degrade` printed it: runs, summaries (training loss and accuracy,
-    test accuracy, the step-1 gradient norm) and He 2016a's claims; the findings on stderr."""
+    test accuracy, the step-1 gradient norm) and He 2016a's claims; a summary's event is "row"."""
     if fmt in output.TEXT_FORMATS:
         raise UserError(f"--format {fmt.value}: a degrade grid is rendered as table or json")
-    table = (lambda width: degrade_view.table(grid.summaries, grid.source)) if grid.summaries else None
-    output.render(degrade_view.json_records(grid), fmt, output.View(draw=table, show=False))
-    log = output.stderr()
-    degrade_view.findings(grid, log)
-    degrade_view.claims(grid, log)
+    degrade_view.render(grid, fmt, output.stderr(), summary="row")

@@ -1,5 +1,5 @@
 """A degrade grid's report, computed once from its run directories: the finished runs' records,
-the summaries per (net, depth), He 2016a's claims decided after Holm, the published findings
+the summaries per (net, depth), He 2016a's claims decided after Holm, the article's figures
 beside ours; and degrade.json, the file that keeps them. `resnet degrade` and `resnet report`
 render this; the figure is plots/degrade.py's.
 """
@@ -19,7 +19,7 @@ from ..runs.writer import git_commit, versions
 from ..sweep import engine as sweep
 from ..sweep.degrade_plan import NETS, Plan
 from . import degrade as results
-from .degrade_reference import REFERENCE, findings, he2016a
+from .degrade_reference import REFERENCE, findings
 
 RESULT_FILE, FIGURE_FILE = "degrade.json", "degrade.png"
 
@@ -36,7 +36,6 @@ class Grid:
     wall_s: float = 0.0
     summaries: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] | None = None
-    he2016a: list[dict[str, Any]] | None = None
     claims: dict[str, Any] | None = None  # He 2016a's claims about the grid, decided after Holm (results/degrade.py)
     figure: Path | None = None  # drawn by the command (plots/degrade.py)
     source: str = ""  # the study file or spec the grid was made from, for the title
@@ -75,7 +74,7 @@ def _report(grid: Grid) -> Grid:
     if grid.records:
         grid.claims = results.claims(grid.records)  # once: the summaries' pairs take their verdicts from it
         grid.summaries = summarise(grid.records, grid.claims)
-        grid.findings, grid.he2016a = findings(grid.summaries), he2016a(grid.summaries)
+        grid.findings = findings(grid.summaries)
     return grid
 
 
@@ -83,7 +82,7 @@ def write_result(grid: Grid) -> None:
     plan = grid.plan
     result = {"source": plan.source, "depths": plan.depths, "seeds": plan.seeds, "nets": plan.nets,
               "base_spec": plan.base, "summaries": grid.summaries, "findings": grid.findings,
-              "he2016a": grid.he2016a, "claims": grid.claims,
+              "claims": grid.claims,
               "wall_s": round(grid.wall_s, 1),  # this invocation, reused runs costing nothing
               "train_wall_s": round(sum(r["wall_s"] or 0.0 for r in grid.records), 1),  # every run's own training time
               "versions": versions(), "git_commit": git_commit(),

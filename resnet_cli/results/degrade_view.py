@@ -20,10 +20,11 @@ RUN_KEYS = ("event", "net", "depth", "seed", "status", "train_loss", "train_acc"
             "grad_norm_first_layer", "params", "iterations", "wall_s")
 
 
-def json_records(grid) -> list[dict[str, Any]]:
-    """The runs, then the summaries, then the claims: what --json prints."""
-    return [*({k: r.get(k) for k in RUN_KEYS} for r in grid.records), *grid.summaries,
-            *([grid.claims] if grid.claims else [])]
+def json_records(grid, summary: str = "summary") -> list[dict[str, Any]]:
+    """The runs, then the summaries, then the claims: what --json prints. `resnet report` names a
+    summary's event "row", as its lines for any study's rows are."""
+    return [*({k: r.get(k) for k in RUN_KEYS} for r in grid.records),
+            *({**s, "event": summary} for s in grid.summaries), *([grid.claims] if grid.claims else [])]
 
 
 def run_text(record: dict[str, Any], reused: bool, i: int | None = None, total: int | None = None) -> str:
@@ -38,38 +39,53 @@ def run_text(record: dict[str, Any], reused: bool, i: int | None = None, total: 
 
 
 def findings(grid, log) -> None:
-    if grid.findings is not None:
-        log.print(f"{ARTICLE}'s findings on 8x8 digits, ours beside its figures:")
-        for f in grid.findings:
-            mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]"
-            article = "" if f["article"] is None else f"{f['article']:.2f}, "
-            lo, hi = f["article_range"]
-            log.print(f"  {f['finding']}: {f['measure']} {output.fmt(f['ours'], 2)} "
-                      f"(article: {article}10 seeds {lo:g}-{hi:g}; needs {f['criterion']})  {mark}")
-    if grid.he2016a is not None:
-        log.print("He 2016a's degradation comparisons, median training error (%):")
-        for f in grid.he2016a:
-            a, b = (output.fmt(v, 2) for v in f["ours"])
-            mark = "[green]reproduced[/]" if f["reproduced"] else "[red]not reproduced[/]" if f["expected"] \
-                else "[yellow]not reached at this budget[/]"
-            log.print(f"  {f['finding']} ({f['source']}): {a} against {b}  {mark}")
-
-
-def claims(grid, log) -> None:
-    """He 2016a's claims about the grid, each decided by the sign-flip test after Holm over them."""
-    c = grid.claims
-    if not c or not c["claims"]:
+    """The article's figures beside ours: each median within its 10-seed range or not."""
+    if grid.findings is None:
         return
-    log.print(f"He 2016a's claims, training error % paired by seed (sign-flip test, Holm over the "
-              f"{c['family']['size']}): {c['claims_in_order']} in the paper's order and resolved, "
-              f"{c['claims_unresolved']} unresolved, {c['claims_reversed']} reversed")
-    style = {"in order": "green", "reversed": "red", "unresolved": "yellow"}
-    for p in c["claims"]:
-        holm = "-" if p["p_holm"] is None else f"{p['p_holm']:.3g}"
-        log.print(escape(f"  {p['better']} < {p['worse']}: difference {verdicts.shift_str(p)} (n {p['n']}, "
-                         f"Holm p {holm})") + f"  [{style[p['verdict']]}]{p['verdict']}[/]")
-    if c["power"]:
-        log.print(escape(f"  {c['power']}"))
+    log.print(f"{ARTICLE}'s findings on 8x8 digits, our medians beside its figures:")
+    for f in grid.findings:
+        lo, hi = f["article_range"]
+        article = "" if f["article"] is None else f"{f['article']:.2f}, "
+        mark = "within the article's 10-seed range" if f["in_range"] else "[yellow]outside the article's 10-seed range[/]"
+        log.print(f"  {f['finding']}: {f['measure']} {output.fmt(f['ours'], 2)} (article: {article}10 seeds "
+                  f"{lo:g}-{hi:g})  {mark}")
+
+
+STYLE = {"in order": "green", "reversed": "red", "unresolved": "yellow"}
+
+
+def claims_table(claims: dict[str, Any] | None):
+    """He 2016a's claims about the grid and their verdicts, each by the sign-flip test of training
+    error % paired by seed, Holm over the claims (None: no claim had both rows)."""
+    if not claims or not claims["claims"]:
+        return None
+    rows = [(escape(f"{c['better']} < {c['worse']}"), verdicts.shift_str(c), str(c["n"]),
+             "-" if c["p_holm"] is None else f"{c['p_holm']:.3g}", f"[{STYLE[c['verdict']]}]{c['verdict']}[/]")
+            for c in claims["claims"]]
+    return output.table(f"He 2016a's claims, training error % (Holm over {claims['family']['size']})",
+                        ["claim", "difference", "n", "Holm p", "verdict"], rows,
+                        caption="difference: worse minus better, Hodges-Lehmann with its exact interval and "
+                                "coverage; " + claims["power"])
+
+
+def render(grid, fmt, log, summary: str = "summary") -> None:
+    """The grid as `resnet degrade` and `resnet report` print it: JSON lines, or its table and its
+    claims' table; then the article's figures beside ours (and the claims' tally, under JSON) on stderr."""
+    output.render(json_records(grid, summary), fmt, views(grid))
+    findings(grid, log)
+    c = grid.claims
+    if fmt is output.Format.JSON and c and c["claims"]:
+        log.print(f"He 2016a's claims, training error paired by seed (Holm over {c['family']['size']}): "
+                  f"{c['claims_in_order']} in the paper's order, {c['claims_unresolved']} unresolved, "
+                  f"{c['claims_reversed']} reversed")
+
+
+def views(grid) -> list[output.View]:
+    """The grid's table, then its claims' table: what a terminal shows."""
+    grid_table = (lambda width: table(grid.summaries, grid.source)) if grid.summaries else None
+    verdict = claims_table(grid.claims)
+    return [output.View(draw=grid_table, show=False),
+            output.View(draw=(lambda width: verdict) if verdict else None, show=False)]
 
 
 def _cell(s: dict[str, Any], metric: str, digits: int) -> str:

@@ -28,6 +28,7 @@ from ..runs.degrade_records import RUN_DIRS, load_record
 from ..runs.reader import RunRecord, legacy_probes
 from ..runs.writer import make_dir
 from ..spec.messages import one_line
+from ..spec.seeds import text as seeds_text
 from . import engine as sweep
 from . import plan as study_mod
 from . import study_file
@@ -211,3 +212,45 @@ def train(plan: Plan, jobs: int | None = 1, notify: sweep.Notify | None = None):
         return sweep.execute(sp, jobs=jobs, notify=seen)
     except sweep.SweepStopped as exc:
         raise UserError(exc.message, code=codes.get(exc.run.key) or exc.code) from None
+
+
+def parse_nets(nets: str | None) -> list[str] | None:
+    if nets is None:
+        return None
+    names = [n.strip() for n in nets.split(",") if n.strip()]
+    if not names or any(n not in NETS for n in names):
+        raise UserError(f"--nets {nets}: valid names are {', '.join(NETS)}")
+    return names
+
+
+def replay_args(spec_file, plan, epochs, iters, flags: dict[str, Any], sets: list[str]) -> list[str]:
+    """The flags that rebuild this plan, for the command lines --list prints."""
+    args = [spec_file] if spec_file else []
+    args += ["--depths", ",".join(map(str, plan.depths)), "--seeds", seeds_text(plan.seeds),
+             "--nets", ",".join(plan.nets)]
+    for name, value in (("epochs", epochs), ("iters", iters), *flags.items()):
+        if value is not None:
+            args += [f"--{name.replace('_', '-')}", str(value)]
+    for item in sets:
+        args += ["--set", item]
+    return args
+
+
+def key_of(plan: Plan, record: dict[str, Any]) -> str:
+    """ROW:SEED of a record: rows are (depth, net) in plan order, numbered from 1."""
+    index = plan.depths.index(record["depth"]) * len(plan.nets) + plan.nets.index(record["net"]) + 1
+    return f"{index}:{record['seed']}"
+
+
+def length_overrides(spec_file: str | None, epochs: int | None, iters: int | None) -> list[tuple[str, Any]]:
+    """--epochs/--iters change the length only: a base without lr steps (milestones: [], the article's
+    digits recipe) keeps none; otherwise the steps move to 50%/75% of the new length."""
+    if epochs is not None and iters is not None:
+        raise UserError("--epochs and --iters are exclusive: give one length")
+    if epochs is None and iters is None:
+        return []
+    base = base_of(spec_file or DEFAULT_CONFIG).get("optim") or {}
+    milestones = [] if base.get("milestones") == [] else None
+    if epochs is not None:
+        return [("optim.epochs", epochs), ("optim.iters", None), ("optim.milestones", milestones)]
+    return [("optim.iters", iters), ("optim.epochs", None), ("optim.milestones", milestones)]

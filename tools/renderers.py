@@ -12,9 +12,13 @@ import math
 import statistics
 from typing import Any
 
-from resnet_cli.results import evidence, verdicts  # the statistics, one place (torch-free)
 from resnet_cli.results.markdown import DASH, fixed, md_table, seeds_needed_str  # noqa: F401 (shared with the package)
+# A degrade grid's tables are the package's: resnet degrade --format markdown prints the same.
+from resnet_cli.results.degrade_formats import claims_table as degrade_claims_table  # noqa: F401
+from resnet_cli.results.degrade_formats import pairs_text as degrade_pairs  # noqa: F401
+from resnet_cli.results.degrade_formats import table as degrade_table  # noqa: F401
 from resnet_cli.output import duration  # wall times in one form, here and on the terminal
+
 
 def sci(x: float | None) -> str:
     """8.8e+05: two significant digits and the exponent, which is what a gradient norm is read for."""
@@ -37,16 +41,6 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
-def med_range(s: dict[str, Any], metric: str, fmt) -> str:
-    """`median (min–max)` over seeds, as `resnet degrade` summarises each (net, depth)."""
-    med = s.get(f"{metric}_median")
-    if med is None:
-        return DASH
-    if s.get("n", 1) > 1:
-        return f"{fmt(med)} ({fmt(s[f'{metric}_min'])}–{fmt(s[f'{metric}_max'])})"
-    return fmt(med)
-
-
 # --- resnet train ------------------------------------------------------------------------------
 
 def train_table(rows: list[dict[str, Any]]) -> str:
@@ -58,97 +52,6 @@ def train_table(rows: list[dict[str, Any]]) -> str:
 
 
 # --- resnet degrade ----------------------------------------------------------------------------
-
-def degrade_table(records: list[dict[str, Any]], findings: list[dict[str, Any]] | None = None) -> str:
-    """The `summary` objects of `resnet degrade --json`; then the article's findings from degrade.json."""
-    summaries = [r for r in records if r.get("event") == "summary"]
-    three = lambda x: fixed(x, 3)  # noqa: E731
-    two = lambda x: fixed(x, 2)  # noqa: E731
-    def ci(s: dict[str, Any], metric: str) -> str:
-        if f"{metric}_interval" not in s:  # a record older than the field (a bootstrap interval): not shown
-            return DASH
-        c = s[f"{metric}_interval"]
-        return "n < 3: no interval" if c is None else evidence.interval_str(c, s[f"{metric}_coverage"], 3)
-
-    text = md_table(
-        ["net", "depth", "n", "params", "train loss", "train acc", "train acc: interval of the median (coverage)",
-         "test acc", "test acc: interval (coverage)", "grad norm, first conv, step 1"],
-        [(s["net"], s["depth"], f"{s['n']}" + (f" ({s['diverged']} diverged)" if s.get("diverged") else ""),
-          count(s["params"]), med_range(s, "train_loss", three), med_range(s, "train_acc", three),
-          ci(s, "train_acc"), med_range(s, "test_acc", three), ci(s, "test_acc"),
-          med_range(s, "grad_norm_first_layer", two)) for s in summaries])
-    seeds = sorted({seed for s in summaries for seed in s.get("seeds", [])})
-    if seeds:
-        run = seeds == list(range(seeds[0], seeds[-1] + 1))
-        text += f"\nMedian (min–max) over seeds {f'{seeds[0]}..{seeds[-1]}' if run else ', '.join(map(str, seeds))}.\n"
-    reading = degrade_pairs(summaries)
-    if reading:
-        text += "\n" + reading
-    if findings:
-        def within(f: dict[str, Any]) -> bool:  # records older than `in_range` carry the numbers it is made of
-            lo, hi = f["article_range"]
-            return f["in_range"] if "in_range" in f else f["ours"] is not None and lo <= f["ours"] <= hi
-        text += "\n" + md_table(
-            ["the article's finding", "measure", "ours", "article (10 seeds)", "ours within its 10-seed range"],
-            [(f["finding"], f["measure"], fixed(f["ours"], 2),
-              (f"{fixed(f['article'], 2)}, " if f.get("article") is not None else "")
-              + f"{f['article_range'][0]:g}–{f['article_range'][1]:g}", "yes" if within(f) else "**no**")
-             for f in findings])
-    return text
-
-
-def degrade_pairs(summaries: list[dict[str, Any]]) -> str:
-    """Per depth, residual minus plain accuracy (points), paired by seed: the sign-flip test's p
-    after Holm over the grid's pairs, and the Hodges-Lehmann interval of the difference
-    (resnet_cli/results/evidence.py): "resolved at n = k" where the adjusted p is at most 5%,
-    else "not resolved" with the seeds that would resolve it. Records older than these fields
-    (a bootstrap interval) are not read."""
-    out, can = [], []
-    for s in summaries:
-        for metric, name in (("train_acc", "training"), ("test_acc", "test")):
-            p = (s.get("paired") or {}).get(metric)
-            if not p or p["mean"] is None or "p_holm" not in p:
-                continue
-            can.append(p["can_resolve"])
-            gap = f"ResNet-{s['depth']} minus plain-{s['depth']}, {name} accuracy: {100 * p['mean']:+.1f} points"
-            t = p.get("interval")
-            ti = (f" [{100 * t[0]:+.1f}, {100 * t[1]:+.1f}] {evidence.coverage_label(p['coverage'])}" if t else "")
-            if p.get("p_holm") is None:  # exploratory: not one of He 2016a's claims, never called resolved
-                out.append(f"{gap}{ti} (p {p['p']:.3g}, exploratory) at n = {p['n']}.")
-                continue
-            test = f"p {p['p']:.3g}, Holm {p['p_holm']:.3g}"
-            if p["resolved"]:
-                out.append(f"{gap}{ti} ({test}), resolved at n = {p['n']}.")
-            else:
-                more = seeds_needed_str(p.get("seeds_needed"))
-                out.append(f"{gap}{ti} ({test}), not resolved at n = {p['n']}{'; ' + more if more else ''}.")
-    if not out:
-        return ""
-    head = ("Paired by seed (sign-flip test; training accuracy is He 2016a's claim, Holm over the grid's claims; "
-            "test accuracy exploratory, raw p only; the mean difference, and the Hodges-Lehmann interval with "
-            "the coverage it has)")
-    if not any(can):
-        head += f"; {min(p['n'] for s in summaries for p in (s.get('paired') or {}).values())} seeds cannot resolve a pair at 5%"
-    return head + ": " + " ".join(out) + "\n"
-
-
-def degrade_claims_table(records: list[dict[str, Any]], train_wall_s: float | None = None) -> str:
-    """He 2016a's claims about the grid, from the `claims` object of `resnet degrade --json`: each
-    claim's paired difference in training error with its interval, n, Holm p and verdict; then the
-    runs' own training time. Outputs older than the claims show none."""
-    claims = next((r for r in records if r.get("event") == "claims"), None)
-    text = ""
-    if claims and claims["claims"]:
-        text = "\n" + md_table(
-            ["He 2016a's claim (training error %)", "source", "difference (worse minus better)", "n", "Holm p", "verdict"],
-            [(f"{c['better']} < {c['worse']}", c["source"].split(":")[0], verdicts.shift_str(c), c["n"],
-              DASH if c["p_holm"] is None else f"{c['p_holm']:.3g}",
-              c["verdict"] if c["verdict"] != "reversed" else "**reversed**") for c in claims["claims"]])
-        text += f"\n{claims['power']}.\n"
-    if train_wall_s is not None:
-        text += f"\nTraining time, every run's own wall time summed: {duration(train_wall_s)}.\n"
-    return text
-
 
 def budget_table(budgets: list[tuple[str, list[dict[str, Any]]]], paper: tuple[float, float],
                  lo: int = 20, hi: int = 56) -> str:

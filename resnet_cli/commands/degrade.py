@@ -60,13 +60,17 @@ def degrade(
     only: Annotated[str | None, typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
     set_: common.Set = None,
     json_: common.Json = False,
+    format_: common.StudyFormat = None,
+    pairs: common.Pairs = False,
     *,
     cluster: launcher.Request,
 ) -> None:
     """Train plain and residual twins at several depths over several seeds; report the last epoch's
     training loss/accuracy, test accuracy and the first layer's gradient norm at step 1 (median and
     min-max over seeds, n shown), and draw training error against iteration."""
-    fmt = output.choose(json_)
+    fmt = output.choose(json_, format_)
+    if pairs and fmt is not output.Format.CSV:
+        raise UserError("--pairs: one line per claim and pair is a csv layout; give --format csv")
     flags = dict(batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads)
     plan = deg.make_plan(
         spec_file, depths=deg.parse_depths(depths) if depths else None,
@@ -74,7 +78,7 @@ def degrade(
         overrides=deg.length_overrides(spec_file, epochs, iters) + common.flag_overrides(**flags),
         sets=set_ or [], out=out)
     if cluster.asked:
-        return _on_cluster(plan, cluster, json_)
+        return _on_cluster(plan, cluster, json_ or format_ is output.Format.JSON, fmt, pairs)
     if list_:
         replay = ["degrade", *deg.replay_args(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
         return common.print_lines(sweep.list_commands(plan.study, replay))
@@ -88,7 +92,7 @@ def degrade(
               f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
     # A resumed grid counts the runs left to train, not all it plans.
     grid = execute(plan, jobs=jobs or None, notify=_Progress(log, sweep.to_train(plan.study)))
-    _render(grid, fmt, log)
+    _render(grid, fmt, log, pairs)
 
 
 def execute(plan: deg.Plan, jobs: int | None = 1, notify: sweep.Notify | None = None) -> Grid:
@@ -106,7 +110,7 @@ def finish(grid: Grid) -> Grid:
     return grid
 
 
-def _on_cluster(plan, request: launcher.Request, json_: bool) -> None:
+def _on_cluster(plan, request: launcher.Request, json_: bool, fmt, pairs: bool) -> None:
     """The grid's pending runs as one SLURM job array (docs/cluster.md), each task one run through
     the same lifecycle as here; with --wait, this command's own report once the array is done."""
     sp = plan.study
@@ -118,7 +122,7 @@ def _on_cluster(plan, request: launcher.Request, json_: bool) -> None:
         # What the array's tasks did, as a local sweep's outcomes: trained there, or failed (with the log).
         outcomes = {run.key: sweep.Outcome("completed") for run in (submitted.runs if submitted else [])}
         outcomes.update({key: sweep.Outcome("error", message, code=errors.FAILED) for key, message in failed.items()})
-        _render(finish(degrade_grid.collect(plan, outcomes)), output.choose(json_), output.stderr())
+        _render(finish(degrade_grid.collect(plan, outcomes)), fmt, output.stderr(), pairs)
 
     # As `resnet ablate --launcher slurm`: the sbatch script (--dry-run) is printed as text unless --json.
     launcher.run(sp, request, json_, report)
@@ -154,14 +158,14 @@ class _Progress:
             self.console.print(view.run_text(record, False, self.done, self.total))
 
 
-def _render(grid, fmt, log) -> None:
+def _render(grid, fmt, log, pairs: bool = False) -> None:
     """The reused runs' lines, the grid (degrade_view.render), where its files went, and the exit code."""
     outcomes = grid.outcomes
     reused = [r for r in grid.records if outcomes.get(deg.key_of(grid.plan, r), None) is None
               or outcomes[deg.key_of(grid.plan, r)].status == "skipped"]
     for record in reused:
         log.print(view.run_text(record, True))
-    view.render(grid, fmt, log)
+    view.render(grid, fmt, log, pairs=pairs)
     planned = len(grid.plan.depths) * len(grid.plan.nets) * len(grid.plan.seeds)
     done = sweep.tally(outcomes, planned, finished=len(reused), finished_words="reused")
     if grid.figure is not None:

@@ -60,7 +60,7 @@ def report(
         return _runs(found, fmt, directory)
     grid = degrade_grid.from_directory(root)
     if grid is not None:  # `resnet degrade`'s output directory: degrade's own metrics and claims
-        return _degrade(grid, fmt)
+        return degrade_view.render(grid, fmt, output.stderr(), summary="row", pairs=pairs)
     tables = report_mod.aggregate(found + pending)
     if duplicates:  # the same spec and seed found again: one seed, not two
         shown = ", ".join(str(p) for p in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
@@ -105,10 +105,3 @@ def _runs(found, fmt, directory: str) -> None:
                                          row=lambda r: [output.fmt(r[c]) if isinstance(r[c], float) else
                                                         ("-" if r[c] is None else r[c]) for c in shown]))
 
-
-def _degrade(grid, fmt) -> None:
-    """A degrade grid as `resnet degrade` printed it: runs, summaries (training loss and accuracy,
-    test accuracy, the step-1 gradient norm) and He 2016a's claims; a summary's event is "row"."""
-    if fmt in output.TEXT_FORMATS:
-        raise UserError(f"--format {fmt.value}: a degrade grid is rendered as table or json")
-    degrade_view.render(grid, fmt, output.stderr(), summary="row")

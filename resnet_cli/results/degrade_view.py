@@ -12,7 +12,7 @@ from typing import Any
 from rich.markup import escape
 
 from .. import output
-from . import evidence, verdicts
+from . import degrade_formats, evidence, verdicts
 from .degrade_reference import ARTICLE
 
 # A run's record as the JSON lines give it.
@@ -68,13 +68,17 @@ def claims_table(claims: dict[str, Any] | None):
                                 "coverage; " + claims["power"])
 
 
-def render(grid, fmt, log, summary: str = "summary") -> None:
-    """The grid as `resnet degrade` and `resnet report` print it: JSON lines, or its table and its
-    claims' table; then the article's figures beside ours (and the claims' tally, under JSON) on stderr."""
-    output.render(json_records(grid, summary), fmt, views(grid))
+def render(grid, fmt, log, summary: str = "summary", pairs: bool = False) -> None:
+    """The grid as `resnet degrade` and `resnet report` print it: JSON lines, csv, Markdown or LaTeX
+    (degrade_formats.py), or its table and its claims' table; then the article's figures beside ours
+    (and the claims' tally, off a terminal's table) on stderr."""
+    if fmt in output.TEXT_FORMATS:
+        output.write(degrade_formats.text(json_records(grid, summary), fmt.value, pairs, grid.findings))
+    else:
+        output.render(json_records(grid, summary), fmt, views(grid))
     findings(grid, log)
     c = grid.claims
-    if fmt is output.Format.JSON and c and c["claims"]:
+    if fmt is not output.Format.TABLE and c and c["claims"]:
         log.print(f"He 2016a's claims, training error paired by seed (Holm over {c['family']['size']}): "
                   f"{c['claims_in_order']} in the paper's order, {c['claims_unresolved']} unresolved, "
                   f"{c['claims_reversed']} reversed")

@@ -495,3 +495,79 @@ def test_degrade_claims_table_gives_each_claims_verdict_and_the_power_line():
             "0.0078 | **reversed** |") in text
     assert "10 seeds can resolve 4 claims." in text and "summed: 90 s." in text
     assert R.degrade_claims_table([{"event": "summary"}]) == ""  # an output older than the claims: none
+
+
+# A "resolved" that states no result: the rule itself, a spec's resolved values, the formats' columns.
+NOT_A_RESULT = ("(resolved) or **reversed** (resolved the other way)", "any true-null claim resolved",
+                "resolved spec", "is resolved when a run starts", "the pairs resolved, unresolved and reversed",
+                "each claim resolved in the paper's order", "a declared claim resolved in the paper's order",
+                "counted resolved where its p", "called 15 of its 20 pairs resolved")
+NEGATION = re.compile(r"\b(not|no|never|nothing|none|cannot|neither)\b", re.I)
+RESOLVING_BLOCK = re.compile(r"Its \d+ declared claims?.*?: (\d+) in the paper's order and resolved, \d+ unresolved, "
+                             r"(\d+) reversed and resolved")
+
+
+def block_resolves(block: str) -> bool:
+    """Does a generated block resolve any declared claim: a study's line ("Its N declared claims ...:
+    K in the paper's order and resolved, ..., R reversed and resolved", K + R > 0), or a claims table
+    (degrade's) with a verdict "in order" or "reversed"?"""
+    got = RESOLVING_BLOCK.search(block)
+    if got is not None and int(got[1]) + int(got[2]) > 0:
+        return True
+    return re.search(r"\| (in order|\*\*reversed\*\*) \|$", block, flags=re.M) is not None
+
+
+def over_claims(text: str) -> list[str]:
+    """Each sentence of prose that calls something resolved while the nearest generated block above it
+    (within its section) resolves none of its declared claims, or there is no such block."""
+    found = []
+    pieces = re.split(r"(<!-- generated: [^>]*-->.*?<!-- end -->|\n#{2,3} )", text, flags=re.S)
+    block = ""
+    for piece in pieces:
+        if piece.startswith("<!-- generated:"):
+            block = piece
+            continue
+        if piece.startswith("\n#"):
+            block = ""  # a new section: a block above it says nothing of the prose below
+            continue
+        prose = " ".join(re.sub(r"```.*?```", "", piece, flags=re.S).split())
+        for phrase in NOT_A_RESULT:
+            prose = prose.replace(phrase, "")
+        for sentence in re.split(r"(?<=[.:;])\s+(?=[A-Z(*-])", prose):
+            if not re.search(r"(?<!un)\bresolved\b", sentence) or NEGATION.search(sentence):
+                continue
+            if not block_resolves(block):
+                found.append(sentence[:160])
+    return found
+
+
+def test_every_resolved_in_the_docs_sits_under_a_block_whose_declared_claims_resolve():
+    """Prose may call an order resolved only under a generated block whose declared family resolves
+    claims; elsewhere it says what the medians show at that n. Planted: the depth reading's
+    former "(p 0.016, Holm 0.031): resolved", under a block that resolves nothing, is caught."""
+    pages = sorted(ROOT.joinpath("docs").glob("*.md")) + [ROOT / "README.md"]
+    bad = {p.name: got for p in pages if (got := over_claims(p.read_text(encoding="utf-8")))}
+    assert bad == {}
+    planted = ("<!-- generated: x -->\nIts 55 declared claims, by the sign-flip test: 0 in the paper's order and "
+               "resolved, 55 unresolved, 0 reversed and resolved.\n<!-- end -->\n\n- **164 layers**: 4.58% "
+               "against 8.89% (p 0.016, Holm 0.031): resolved.\n")
+    assert over_claims(planted) == ["- **164 layers**: 4.58% against 8.89% (p 0.016, Holm 0.031): resolved."]
+    assert over_claims(planted.replace("0 in the paper's order", "1 in the paper's order")) == []
+    table = "<!-- generated: y -->\n| a < b | +1.0 | 10 | 0.0078 | {} |\n<!-- end -->\nAt n = 10 a < b is resolved.\n"
+    assert over_claims(table.format("in order")) == [] and over_claims(table.format("**reversed**")) == []
+    assert over_claims(table.format("unresolved")) == ["At n = 10 a < b is resolved."]
+
+
+def test_the_claims_summary_counts_each_studys_own_verdicts_and_names_the_unmeasured():
+    claims = [{"n": 9, "verdict": v} for v in ("in order", "in order", "reversed", "unresolved")]
+    study = {"event": "study", "family": {"declared": True, "size": 4}, "claims": claims, "claims_in_order": 2,
+             "claims_reversed": 1, "claims_unresolved": 1}
+    meta = {"finished": "2026-12-06 16:04 UTC", "wall_s": 3900.0}
+    older = {"event": "study", "family": {"declared": False, "size": 55}}  # before declared claims
+    text = S.claims_summary_table([("a", 4, 9, [{"event": "row"}, study], meta), ("b", 9, 12, [older], meta),
+                                   ("c", 5, 10, None, None)])
+    lines = text.splitlines()
+    assert lines[2] == "| `a` | 4 | 9 | 2 | 1 | 1 | 2026-12-06, 1 h 5 min |"
+    assert lines[3] == "| `b` | 9 | (12) | - | - | - | not yet measured at its sized n |"
+    assert lines[4] == "| `c` | 5 | (10) | - | - | - | not yet measured at its sized n |"
+    assert "1 of 3 studies measured" in text and "not corrected across each other" in text

@@ -296,6 +296,8 @@ def _sections() -> list[Section]:
                 commands=f"`resnet landscape {FASHION}/runs/residual-D-seed0 {FASHION}/runs/plain-D-seed0 --dims N "
                          "--range -1 1 --points P --samples 1000 --threads 1 --out docs/figures/landscape-fashion-D-Nd.png --json` "
                          "for the four grids in the table"),
+        Section("ablate-claims", "ablate.md", (), lambda o: S.claims_summary_table(
+            [(s, *_declared(s), *_saved(f"ablate-{s}")) for s in (*STUDIES, *NORM_STUDIES)]), target="docs-studies"),
         Section("ablate-times", "ablate.md", tuple(f"ablate-{s}" for s in STUDIES),
                 lambda o: S.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
                 target="docs-studies"),
@@ -354,6 +356,19 @@ def _study(records: list[dict[str, Any]]) -> str:
 
 def _export_sizes() -> dict[str, int]:
     return {name: (ROOT / EXPORT / fmt / name).stat().st_size for fmt, name in EXPORT_FORMATS.items()}
+
+
+def _declared(study: str) -> tuple[int, int]:
+    """A study's declared claims and the seeds its quick preset runs, from its study file."""
+    from resnet_cli.sweep import plan as plan_mod
+
+    plan = plan_mod.plan(study, "quick")
+    return len(plan.family.members), len(plan.seeds)
+
+
+def _saved(job: str) -> tuple[Any, dict[str, Any] | None]:
+    """A job's saved output and meta where it has been run here, else (None, None)."""
+    return load(job) if (JSON_DIR / f"{job}.meta.json").exists() else (None, None)
 
 
 def _degrade_json(out: str) -> dict[str, Any]:

@@ -41,11 +41,10 @@ gpu-check: $(if $(filter $(BIN)/python,$(GPU_PY)),$(STAMP))
 # Mutation testing (not in CI: minutes to an hour): mutmut plants one small bug at a time in the
 # deciding code ([tool.mutmut] in pyproject.toml: which files, which tests) and reruns those tests;
 # `mutmut results` lists the survivors. Scores and the equivalent survivors: docs/maintainers.md.
+# Each module against its own tests (tools/mutation.py); MODULES=results/study.py for one.
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q "mutmut>=3.8,<4"
-	rm -rf mutants
-	$(BIN)/mutmut run || true
-	$(BIN)/mutmut results
+	$(BIN)/python tools/mutation.py $(MODULES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check resnet_cli tests tools

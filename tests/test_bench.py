@@ -256,3 +256,32 @@ def _read(path):
         return path.read_bytes()
     except OSError:  # the process ended while we looked
         return b""
+
+
+def test_stack_mode_with_compile_times_the_compiled_stack_against_the_eager_one(monkeypatch):
+    """train.compile: each round also times the stacked net compiled; the row's compiled x eager is
+    the median of the rounds' own ratios (hand: 300/200, 330/220, 260/260 -> 1.5, 1.5, 1.0 -> 1.5),
+    the separate and eager sides are built without compile, and the first step's time is the median."""
+    from resnet_cli.bench import stack as stack_mod
+
+    rates = iter([100.0, 200.0, 300.0, 100.0, 220.0, 330.0, 100.0, 260.0, 260.0])
+    firsts = iter([70.0, 90.0, 80.0])
+    seen = []
+
+    def fake(job):
+        seen.append((job["side"], job.get("compile", False), job["spec"]["train"]["compile"]))
+        out = {"images_per_s": next(rates)}
+        if job.get("compile"):
+            out["first_step_s"] = next(firsts)
+        return out
+
+    monkeypatch.setattr(stack_mod, "run_job", fake)
+    spec = S.load("cifar/resnet20", sets=["data.dataset=digits", "train.compile=true"])
+    (row,) = stack_mod.bench_stack(spec, [4], steps=2, warmup=1, rounds=3)
+    assert row["compiled_over_eager"] == 1.5 and row["compiled_first_step_s"] == 80.0
+    assert row["ratio"] == pytest.approx(2.2)  # eager stacked over separate: 2.0, 2.2, 2.6
+    assert seen[:3] == [("ours", False, False), ("stacked", False, False), ("stacked", True, False)]
+    eager = S.load("cifar/resnet20", sets=["data.dataset=digits"])
+    rates = iter([100.0, 200.0])
+    (plain,) = stack_mod.bench_stack(eager, [4], steps=2, warmup=1, rounds=1)
+    assert "compiled_over_eager" not in plain  # without train.compile: no compiled side

@@ -203,6 +203,10 @@ def _jobs() -> dict[str, Job]:
     jobs.append(Job("bench-memory", ("bench", "preact/resnet1001-cifar10", "--batch-size", "32", "--memory", "--json")))
     for key, argv in BENCH_STACK.items():
         jobs.append(Job(f"bench-stack-{key}", ("bench", *argv, "--threads", "1", "--json")))
+    # train.compile on the stacked step (docs/bench.md): the digits ResNet-110 at k = 16, separate, stacked
+    # eager and stacked compiled side by side in one run; one round, since each compiled side compiles anew.
+    jobs.append(Job("bench-stack-compile", ("bench", *BENCH_STACK["digits-110"][:-1], "16", "--set",
+                                            "train.compile=true", "--rounds", "1", "--threads", "1", "--json")))
     for cmd in COMMANDS:
         jobs.append(Job(f"usage-{cmd}", (cmd, "--help"), json_lines=False))
     # docs/report.md: each output format on a real study (the projection study's quick runs).
@@ -334,6 +338,8 @@ def _sections() -> list[Section]:
         Section("bench-stack", "bench.md", tuple(f"bench-stack-{k}" for k in BENCH_STACK),
                 lambda o: S.bench_stack_table([(k, o[f"bench-stack-{k}"]) for k in BENCH_STACK]),
                 target="docs-studies"),
+        Section("bench-stack-compile", "bench.md", ("bench-stack-compile",),
+                lambda o: S.bench_stack_compile_table(o["bench-stack-compile"]), target="docs-studies"),
     ]
     sections += [Section(f"usage-{c}", f"{c}.md", (f"usage-{c}",), lambda o, c=c: R.usage_block(o[f"usage-{c}"]),
                          target="usage") for c in COMMANDS]

@@ -109,6 +109,18 @@ def bench_stack_table(named: list[tuple[str, list[dict[str, Any]]]]) -> str:
                      for name, records in named for r in records])
 
 
+def bench_stack_compile_table(records: list[dict[str, Any]]) -> str:
+    """`resnet bench --stack K --set train.compile=true`: separate, stacked eager and stacked compiled
+    per seed, side by side, and the compiled stack's first step (compiling)."""
+    return md_table(["seeds stacked (k)", "separate: img/s per seed", "stacked: img/s per seed", "stacked / separate",
+                     "stacked, compiled: img/s per seed", "compiled / eager stacked", "first step, compiling"],
+                    [(str(r["members"]), count(round(r["separate_images_per_s_per_seed"])),
+                      count(round(r["stacked_images_per_s_per_seed"])), f"{r['ratio']:.2f}x",
+                      count(round(r["stacked_images_per_s_per_seed"] * r["compiled_over_eager"])),
+                      f"**{r['compiled_over_eager']:.2f}x**", f"{r['compiled_first_step_s']:.0f} s")
+                     for r in records if r.get("event") == "stack"])
+
+
 def bench_memory_table(records: list[dict[str, Any]]) -> str:
     r = records[0]
     return md_table(["", "no checkpointing", f"K = {r['segments']}", "ratio"], [

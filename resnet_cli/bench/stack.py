@@ -5,7 +5,10 @@ same threads take k times as long, so its rate per seed at k is its rate over k 
 side by side at a k-th of the threads each do no better on a CPU whose threads are already busy).
 Stacked: the k seeds as one net (training/stacked.py) in one fresh process at the same threads.
 Both train on the spec's own dataset, so the quick studies' digits nets are measured on digits.
-Rounds alternate the two sides; the ratio is the median of the per-round ratios.
+Rounds alternate the two sides; the ratio is the median of the per-round ratios. With
+`train.compile: true` in the spec each round also times the stacked net with its forward under
+torch.compile (the separate side stays eager, as the studies train), and each row gives compiled
+against eager stacked and the first step's time (mostly compilation).
 """
 
 from __future__ import annotations
@@ -37,11 +40,15 @@ def bench_stack(spec, ks: list[int], *, steps: int = 20, warmup: int = 5, rounds
 
     say = progress or (lambda _msg: None)
     device = device_of(spec)
-    tree = bench_tree(spec_mod.to_tree(spec), warmup, steps)
+    compiled = spec.train.compile
+    tree = bench_tree(spec_mod.to_tree(spec.model_copy(update={"train": spec.train.model_copy(
+        update={"compile": False})})), warmup, steps)
     common = {"mode": "train", "device": device, "warmup": warmup, "steps": steps, "spec": tree, "data": "spec"}
     separate: list[float] = []
     stacked: dict[int, list[float]] = {k: [] for k in ks}
     ratios: dict[int, list[float]] = {k: [] for k in ks}
+    fast: dict[int, list[float]] = {k: [] for k in ks}  # compiled over eager stacked, per round
+    first: dict[int, list[float]] = {k: [] for k in ks}
     watch = Contention()
     for r in range(rounds):
         alone = run_job({**common, "side": "ours"})["images_per_s"]
@@ -52,6 +59,12 @@ def bench_stack(spec, ks: list[int], *, steps: int = 20, warmup: int = 5, rounds
             stacked[k].append(rate)
             ratios[k].append(rate / alone)  # per seed: rate / k against alone / k
             say(f"round {r + 1}/{rounds}  stacked k={k:<3}             {rate / k:>10,.0f} img/s per seed")
+            if compiled:
+                got = run_job({**common, "side": "stacked", "members": k, "compile": True})
+                fast[k].append(got["images_per_s"] / rate)
+                first[k].append(got["first_step_s"])
+                say(f"round {r + 1}/{rounds}  stacked k={k:<3} compiled    {got['images_per_s'] / k:>10,.0f} img/s "
+                    f"per seed (first step {got['first_step_s']:.0f} s)")
     contention = watch.stop()
     base = statistics.median(separate)
     return [{"event": "stack", "spec": name or f"resnet{spec.model.depth}", "depth": spec.model.depth,
@@ -59,4 +72,6 @@ def bench_stack(spec, ks: list[int], *, steps: int = 20, warmup: int = 5, rounds
              "threads": spec.run.threads, "members": k, "separate_images_per_s_per_seed": base / k,
              "stacked_images_per_s_per_seed": statistics.median(stacked[k]) / k,
              "ratio": statistics.median(ratios[k]), "rounds": rounds, "steps": steps, "warmup": warmup,
-             "contention": contention} for k in ks]
+             "contention": contention,
+             **({"compiled_over_eager": statistics.median(fast[k]), "compiled_first_step_s": statistics.median(first[k])}
+                if compiled else {})} for k in ks]

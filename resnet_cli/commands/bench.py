@@ -204,6 +204,10 @@ def _render_stack(rows: list[dict[str, Any]], fmt) -> None:
     cols = ["k", "separate img/s per seed", "stacked img/s per seed", "x separate"]
     lines = [[str(r["members"]), f"{r['separate_images_per_s_per_seed']:,.0f}",
               f"{r['stacked_images_per_s_per_seed']:,.0f}", f"{r['ratio']:.2f}x"] for r in rows]
+    if "compiled_over_eager" in first:  # train.compile: the stacked forward compiled, against eager
+        cols += ["compiled x eager", "first step (compiling)"]
+        for line, r in zip(lines, rows):
+            line += [f"{r['compiled_over_eager']:.2f}x", f"{r['compiled_first_step_s']:.0f} s"]
     notes = [f"median of {first['rounds']} rounds x {first['steps']} steps after {first['warmup']} warm-up, each "
              "side in a fresh process at the same threads; x separate: median of the per-round ratios",
              _contention_line(first["contention"])]

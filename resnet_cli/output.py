@@ -16,13 +16,14 @@ import os
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .errors import PipeClosed
+from .errors import PipeClosed, UserError
 
 
 class Format(enum.Enum):
@@ -48,8 +49,32 @@ def choose(json_flag: bool, asked: Format | None = None) -> Format:
     return Format.JSON if json_flag or not sys.stdout.isatty() else Format.TABLE
 
 
-def write(text: str) -> None:
-    """A rendered document (csv, markdown, LaTeX) on stdout as it is."""
+def check_file(path: str) -> None:
+    """A path --output can write a document to, or one line saying why not (before any work starts)."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"--output {path}: is a directory; give a file name, such as {p / 'results.csv'}")
+    parent = p.parent
+    if not parent.is_dir():
+        raise UserError(f"--output {path}: no directory {parent} to write it in")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UserError(f"--output {path}: not writable here")
+
+
+def write(text: str, path: str | None = None) -> None:
+    """A rendered document (csv, markdown, LaTeX) on stdout as it is, or into `path`: a temporary file
+    beside it, then a rename, so a reader never sees half a file and an old one survives a failure."""
+    if path is not None:
+        check_file(path)
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        stderr().print(f"wrote {path}")
+        return
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

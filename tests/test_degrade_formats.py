@@ -88,3 +88,26 @@ def test_degrade_prints_the_formats_itself_and_pairs_needs_csv(in_tmp):
     res = CliRunner().invoke(app, [*args, "--format", "csv"])
     assert res.exit_code == 0, res.stderr
     assert [r["row"] for r in csv.DictReader(io.StringIO(res.stdout))] == ["plain-4", "residual-4"]
+
+
+def test_output_writes_the_document_to_a_file_and_refuses_what_it_cannot_write(grid, in_tmp):
+    printed = report("--format", "csv").stdout
+    res = report("--format", "csv", "--output", "rows.csv")
+    assert res.exit_code == 0 and res.stdout == "" and "wrote rows.csv" in res.stderr
+    assert (in_tmp / "rows.csv").read_text() == printed
+    assert [p.name for p in in_tmp.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    (in_tmp / "keep.csv").write_text("kept\n")
+    for args, says in ((["--format", "csv", "--output", "d"], "is a directory"),
+                       (["--format", "csv", "--output", "no/such/dir/x.csv"], "no directory no/such/dir"),
+                       (["--format", "json", "--output", "keep.csv"], "give --format csv, markdown or latex")):
+        bad = report(*args)
+        assert bad.exit_code == 2 and says in bad.stderr and "Traceback" not in bad.output, (args, bad.output)
+        assert len(bad.stderr.strip().splitlines()) == 1
+    assert (in_tmp / "keep.csv").read_text() == "kept\n"  # a refused write leaves the old file alone
+
+
+def test_ablate_refuses_an_unwritable_output_before_any_run(in_tmp):
+    res = CliRunner().invoke(app, ["ablate", "projection", "--preset", "quick", "--seeds", "0", "--out", "r",
+                                   "--format", "latex", "--output", "missing/table.tex"])
+    assert res.exit_code == 2 and "--output missing/table.tex: no directory missing" in res.stderr
+    assert not (in_tmp / "r").exists()

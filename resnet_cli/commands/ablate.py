@@ -61,6 +61,7 @@ def ablate(
     json_: common.Json = False,
     format_: common.StudyFormat = None,
     pairs: common.Pairs = False,
+    output_file: common.OutputFile = None,
     stack: common.Stack = None,
     *,
     cluster: launcher.Request,
@@ -71,8 +72,7 @@ def ablate(
     # run.threads is resume-free (where a run executes, not what it is): finished runs are still reused.
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
     fmt = output.choose(json_, format_)  # a clash of --json and --format is one line before anything runs
-    if pairs and fmt is not output.Format.CSV:
-        raise UserError("--pairs: one line per claim and pair is a csv layout; give --format csv")
+    common.text_options(fmt, pairs, output_file)
     if fmt in output.TEXT_FORMATS and (only is not None or budgets is not None):
         raise UserError(f"--format {fmt.value} renders a study's table; --only and --budgets print their own "
                         "records: use --json")
@@ -88,7 +88,7 @@ def ablate(
         fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure") if cluster.wait else None
 
         def final(submitted, failed: dict[str, str]) -> None:  # --wait: the table a local sweep prints
-            _study_table(plan, failed, fmt, fig_path, pairs=pairs)
+            _study_table(plan, failed, fmt, fig_path, pairs=pairs, save=output_file)
             for key, message in failed.items():
                 output.info(f"[red]run {key} failed[/]: {escape(message)}")
             if failed:
@@ -106,7 +106,7 @@ def ablate(
     if only is not None:
         return _only(plan, only, fmt)
     fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
-    return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack), pairs)
+    return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack), pairs, output_file)
 
 
 def _power_line(plan) -> str:
@@ -196,7 +196,7 @@ class _Progress:
 
 
 def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, stack: int = 0,
-           pairs: bool = False) -> None:
+           pairs: bool = False, save: str | None = None) -> None:
 
     sweep.check_data(plan)  # before any run directory is made
     plan = _record_family(plan)
@@ -222,7 +222,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
     outcomes = result.outcomes.values()
     console.print(f"{sweep.tally(result.outcomes, len(plan.runs))}, in {time.perf_counter() - tick:.0f} s")
 
-    _study_table(plan, progress.failed, fmt, figure_path, threshold, pairs)
+    _study_table(plan, progress.failed, fmt, figure_path, threshold, pairs, save)
     if progress.live is not None:  # its table has gone; without it, each run's line has said so already
         for key, message in progress.failed.items():
             console.print(f"[red]run {key} failed[/]: {escape(message)}")
@@ -235,7 +235,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
 
 
 def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None,
-                 pairs: bool = False) -> None:
+                 pairs: bool = False, save: str | None = None) -> None:
     """The study's table from its run directories (`failed`: ROW:SEED -> why), and its figure."""
     tables = report.aggregate(report.planned(plan, set(), failed))
     for table in tables:
@@ -245,7 +245,7 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
         return
     result = study.compute(tables[0])  # every statistic once; the table, the JSON and the figure compute none
     if fmt in output.TEXT_FORMATS:
-        output.write(formats.studies_text([study_table.records(result)], fmt.value, pairs))
+        output.write(formats.studies_text([study_table.records(result)], fmt.value, pairs), save)
     else:
         output.render(study_table.records(result), fmt,
                       output.View(draw=lambda width: study_table.render_all(result, width=width)))

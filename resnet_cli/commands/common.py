@@ -11,6 +11,7 @@ import typer
 
 from .. import output
 from .. import spec as spec_mod
+from ..errors import UserError
 from ..spec import Spec
 from ..spec.datasets import DATASETS
 
@@ -65,6 +66,20 @@ StudyFormat = Annotated[Optional[output.Format], typer.Option(
          "claim and pair), markdown (the docs' table and reading) or latex (a booktabs table).")]
 Pairs = Annotated[bool, typer.Option("--pairs", help="With --format csv: one line per claim and exploratory pair "
                                                      "instead of one per row.")]
+OutputFile = Annotated[Optional[str], typer.Option(
+    "--output", "-o", metavar="FILE", help="Write the csv, markdown or latex document to FILE instead of stdout "
+                                           "(atomically: a temporary file beside it, then a rename).")]
+
+
+def text_options(fmt: output.Format, pairs: bool, output_file: str | None) -> None:
+    """--pairs and --output, checked before any work: each needs its format, --output a writable file."""
+    if pairs and fmt is not output.Format.CSV:
+        raise UserError("--pairs: one line per claim and pair is a csv layout; give --format csv")
+    if output_file is not None:
+        if fmt not in output.TEXT_FORMATS:
+            raise UserError(f"--output {output_file}: writes a csv, markdown or latex document; give --format "
+                            "csv, markdown or latex")
+        output.check_file(output_file)
 
 
 def flag_overrides(*, depth=None, preact=False, dataset=None, data_dir=None, epochs=None, iters=None,

@@ -17,7 +17,7 @@ from ..results import degrade_grid
 from ..results import degrade_view as view
 from ..results.degrade import curve_bands
 from ..results.degrade_grid import Grid
-from ..runs.degrade_records import RUN_DIRS, load_record
+from ..runs.degrade_records import RUN_DIRS
 from ..sweep import degrade_plan as deg
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
@@ -62,6 +62,7 @@ def degrade(
     json_: common.Json = False,
     format_: common.StudyFormat = None,
     pairs: common.Pairs = False,
+    output_file: common.OutputFile = None,
     *,
     cluster: launcher.Request,
 ) -> None:
@@ -69,8 +70,7 @@ def degrade(
     training loss/accuracy, test accuracy and the first layer's gradient norm at step 1 (median and
     min-max over seeds, n shown), and draw training error against iteration."""
     fmt = output.choose(json_, format_)
-    if pairs and fmt is not output.Format.CSV:
-        raise UserError("--pairs: one line per claim and pair is a csv layout; give --format csv")
+    common.text_options(fmt, pairs, output_file)
     flags = dict(batch_size=batch_size, lr=lr, dataset=dataset, data_dir=data_dir, device=device, threads=threads)
     plan = deg.make_plan(
         spec_file, depths=deg.parse_depths(depths) if depths else None,
@@ -78,7 +78,7 @@ def degrade(
         overrides=deg.length_overrides(spec_file, epochs, iters) + common.flag_overrides(**flags),
         sets=set_ or [], out=out)
     if cluster.asked:
-        return _on_cluster(plan, cluster, json_ or format_ is output.Format.JSON, fmt, pairs)
+        return _on_cluster(plan, cluster, json_ or format_ is output.Format.JSON, fmt, pairs, output_file)
     if list_:
         replay = ["degrade", *deg.replay_args(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
         return common.print_lines(sweep.list_commands(plan.study, replay))
@@ -91,8 +91,8 @@ def degrade(
               f"(depths {', '.join(map(str, plan.depths))}; {', '.join(plan.nets)}; seeds "
               f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
     # A resumed grid counts the runs left to train, not all it plans.
-    grid = execute(plan, jobs=jobs or None, notify=_Progress(log, sweep.to_train(plan.study)))
-    _render(grid, fmt, log, pairs)
+    grid = execute(plan, jobs=jobs or None, notify=view.Progress(log, sweep.to_train(plan.study)))
+    _render(grid, fmt, log, pairs, output_file)
 
 
 def execute(plan: deg.Plan, jobs: int | None = 1, notify: sweep.Notify | None = None) -> Grid:
@@ -110,7 +110,7 @@ def finish(grid: Grid) -> Grid:
     return grid
 
 
-def _on_cluster(plan, request: launcher.Request, json_: bool, fmt, pairs: bool) -> None:
+def _on_cluster(plan, request: launcher.Request, json_: bool, fmt, pairs: bool, save: str | None) -> None:
     """The grid's pending runs as one SLURM job array (docs/cluster.md), each task one run through
     the same lifecycle as here; with --wait, this command's own report once the array is done."""
     sp = plan.study
@@ -122,7 +122,7 @@ def _on_cluster(plan, request: launcher.Request, json_: bool, fmt, pairs: bool) 
         # What the array's tasks did, as a local sweep's outcomes: trained there, or failed (with the log).
         outcomes = {run.key: sweep.Outcome("completed") for run in (submitted.runs if submitted else [])}
         outcomes.update({key: sweep.Outcome("error", message, code=errors.FAILED) for key, message in failed.items()})
-        _render(finish(degrade_grid.collect(plan, outcomes)), fmt, output.stderr(), pairs)
+        _render(finish(degrade_grid.collect(plan, outcomes)), fmt, output.stderr(), pairs, save)
 
     # As `resnet ablate --launcher slurm`: the sbatch script (--dry-run) is printed as text unless --json.
     launcher.run(sp, request, json_, report)
@@ -140,32 +140,14 @@ def _only(plan, key: str, fmt) -> None:
         raise typer.Exit(errors.INTERRUPTED_INT)
 
 
-class _Progress:
-    """One line per run on stderr as it finishes (the sweep's notify)."""
-
-    def __init__(self, console, total: int):
-        self.console, self.total, self.done = console, total, 0
-
-    def __call__(self, run, outcome) -> None:
-        if outcome is None or outcome.status == "error":  # errors: one line at the end, or the one that stops the grid
-            return
-        self.done += 1
-        record = load_record(run.path, run.path.parent.parent)
-        if record is None:
-            self.console.print(escape(f"[{self.done:>3}/{self.total}] {run.path.name}: {outcome.status}"
-                                      + (f": {outcome.message}" if outcome.message else "")))
-        else:
-            self.console.print(view.run_text(record, False, self.done, self.total))
-
-
-def _render(grid, fmt, log, pairs: bool = False) -> None:
+def _render(grid, fmt, log, pairs: bool = False, save: str | None = None) -> None:
     """The reused runs' lines, the grid (degrade_view.render), where its files went, and the exit code."""
     outcomes = grid.outcomes
     reused = [r for r in grid.records if outcomes.get(deg.key_of(grid.plan, r), None) is None
               or outcomes[deg.key_of(grid.plan, r)].status == "skipped"]
     for record in reused:
         log.print(view.run_text(record, True))
-    view.render(grid, fmt, log, pairs=pairs)
+    view.render(grid, fmt, log, pairs=pairs, save=save)
     planned = len(grid.plan.depths) * len(grid.plan.nets) * len(grid.plan.seeds)
     done = sweep.tally(outcomes, planned, finished=len(reused), finished_words="reused")
     if grid.figure is not None:

@@ -31,6 +31,7 @@ def report(
     json_: common.Json = False,
     format_: common.StudyFormat = None,
     pairs: common.Pairs = False,
+    output_file: common.OutputFile = None,
     runs: Annotated[bool, typer.Option("--runs", help="One line per run directory instead of per study row: study, "
                                                       "row, seed, status, errors, length, wall time, where and with "
                                                       "what it ran (with --format csv: pandas.read_csv reads it "
@@ -41,8 +42,7 @@ def report(
     read only from study.json, spec.yaml, summary.json, metrics.jsonl. The same spec and seed found
     twice counts once."""
     fmt = output.choose(json_, format_)
-    if pairs and fmt is not output.Format.CSV:
-        raise UserError("--pairs: one line per claim and pair is a csv layout; give --format csv")
+    common.text_options(fmt, pairs, output_file)
     if runs and fmt in (output.Format.LATEX, output.Format.MARKDOWN):
         raise UserError(f"--runs lists run directories as table, json or csv, not {fmt.value}")
     root = Path(directory)
@@ -57,10 +57,10 @@ def report(
         output.info(f"{len(pending)} planned run(s) of the study have no run directory below {directory}: "
                     "shown as pending")
     if runs:
-        return _runs(found, fmt, directory)
+        return _runs(found, fmt, directory, output_file)
     grid = degrade_grid.from_directory(root)
     if grid is not None:  # `resnet degrade`'s output directory: degrade's own metrics and claims
-        return degrade_view.render(grid, fmt, output.stderr(), summary="row", pairs=pairs)
+        return degrade_view.render(grid, fmt, output.stderr(), summary="row", pairs=pairs, save=output_file)
     tables = report_mod.aggregate(found + pending)
     if duplicates:  # the same spec and seed found again: one seed, not two
         shown = ", ".join(str(p) for p in duplicates[:3]) + (", ..." if len(duplicates) > 3 else "")
@@ -78,7 +78,7 @@ def report(
             output.info(f"{table.study} (preset {table.preset}): {table.family.note}")
     results = [study.compute(table) for table in tables]  # every statistic once; the views compute nothing
     if fmt in output.TEXT_FORMATS:
-        output.write(formats.studies_text([study_table.records(r) for r in results], fmt.value, pairs))
+        output.write(formats.studies_text([study_table.records(r) for r in results], fmt.value, pairs), output_file)
     else:
         for result in results:
             output.render(study_table.records(result), fmt,
@@ -92,13 +92,13 @@ def report(
         output.info(f"gates: {gates_plot.figure(root, gates_target)}")
 
 
-def _runs(found, fmt, directory: str) -> None:
+def _runs(found, fmt, directory: str, save: str | None = None) -> None:
     """`--runs`: one record per run directory (results/report.py run_rows)."""
     rows = report_mod.run_rows(found)
     if not rows:
         raise UserError(f"{directory}: no run directories below it")
     if fmt is output.Format.CSV:
-        output.write(formats.write_csv(formats.RUN_COLUMNS, rows))
+        output.write(formats.write_csv(formats.RUN_COLUMNS, rows), save)
         return
     shown = ("study", "row", "seed", "status", "test_error", "train_loss", "epochs", "wall_s", "run_dir")
     output.render(rows, fmt, output.View(title=f"runs below {directory}", columns=shown,

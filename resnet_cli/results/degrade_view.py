@@ -1,8 +1,8 @@
 """How a degrade grid reads: one run's line, the table of summaries (median, min-max, the median's
 interval, the published figure), the findings beside the published figures, and He 2016a's claims.
 `resnet degrade` and `resnet report` on a degrade directory render a grid through these, so the two
-cannot drift apart. Pure functions of computed results (results/degrade_grid.py): nothing here
-computes a statistic.
+cannot drift apart; Progress prints each run's line as the sweep finishes it. Nothing here computes
+a statistic (results/degrade_grid.py does).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 from rich.markup import escape
 
 from .. import output
+from ..runs.degrade_records import load_record
 from . import degrade_formats, evidence, verdicts
 from .degrade_reference import ARTICLE
 
@@ -36,6 +37,24 @@ def run_text(record: dict[str, Any], reused: bool, i: int | None = None, total: 
             f"train loss {output.fmt(record['train_loss'], 3)}  train acc {output.fmt(record['train_acc'], 3)}  "
             f"test acc {output.fmt(record['test_acc'], 3)}  grad@1 {output.fmt(record['grad_norm_first_layer'], 2)}"
             f"  ({how}){status}")
+
+
+class Progress:
+    """One line per run on stderr as it finishes (the sweep's notify)."""
+
+    def __init__(self, console, total: int):
+        self.console, self.total, self.done = console, total, 0
+
+    def __call__(self, run, outcome) -> None:
+        if outcome is None or outcome.status == "error":  # errors: one line at the end, or the one that stops the grid
+            return
+        self.done += 1
+        record = load_record(run.path, run.path.parent.parent)
+        if record is None:
+            self.console.print(escape(f"[{self.done:>3}/{self.total}] {run.path.name}: {outcome.status}"
+                                      + (f": {outcome.message}" if outcome.message else "")))
+        else:
+            self.console.print(run_text(record, False, self.done, self.total))
 
 
 def findings(grid, log) -> None:
@@ -68,12 +87,12 @@ def claims_table(claims: dict[str, Any] | None):
                                 "coverage; " + claims["power"])
 
 
-def render(grid, fmt, log, summary: str = "summary", pairs: bool = False) -> None:
+def render(grid, fmt, log, summary: str = "summary", pairs: bool = False, save: str | None = None) -> None:
     """The grid as `resnet degrade` and `resnet report` print it: JSON lines, csv, Markdown or LaTeX
     (degrade_formats.py), or its table and its claims' table; then the article's figures beside ours
     (and the claims' tally, off a terminal's table) on stderr."""
     if fmt in output.TEXT_FORMATS:
-        output.write(degrade_formats.text(json_records(grid, summary), fmt.value, pairs, grid.findings))
+        output.write(degrade_formats.text(json_records(grid, summary), fmt.value, pairs, grid.findings), save)
     else:
         output.render(json_records(grid, summary), fmt, views(grid))
     findings(grid, log)

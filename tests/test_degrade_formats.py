@@ -111,3 +111,15 @@ def test_ablate_refuses_an_unwritable_output_before_any_run(in_tmp):
                                    "--format", "latex", "--output", "missing/table.tex"])
     assert res.exit_code == 2 and "--output missing/table.tex: no directory missing" in res.stderr
     assert not (in_tmp / "r").exists()
+
+
+def test_report_runs_lists_a_degrade_grids_run_directories(grid):
+    res = report("--runs", "--format", "csv")
+    assert res.exit_code == 0, res.stderr
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [(r["study"], r["row"], r["seed"], r["status"]) for r in rows] == [
+        ("degrade", "plain-4", "0", "completed"), ("degrade", "plain-4", "1", "completed"),
+        ("degrade", "residual-4", "0", "completed"), ("degrade", "residual-4", "1", "completed")]
+    for r in rows:  # each run's own figure, as its summary.json has it
+        net, depth, seed = r["row"].split("-")[0], 4, int(r["seed"])
+        assert float(r["test_error"]) == pytest.approx(100 * (1 - grid[(net, depth, seed)]["test_acc"]))

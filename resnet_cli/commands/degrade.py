@@ -143,8 +143,8 @@ def _only(plan, key: str, fmt) -> None:
 def _render(grid, fmt, log, pairs: bool = False, save: str | None = None) -> None:
     """The reused runs' lines, the grid (degrade_view.render), where its files went, and the exit code."""
     outcomes = grid.outcomes
-    reused = [r for r in grid.records if outcomes.get(deg.key_of(grid.plan, r), None) is None
-              or outcomes[deg.key_of(grid.plan, r)].status == "skipped"]
+    reused = [r for r in grid.records
+              if (o := outcomes.get(deg.key_of(grid.plan, r))) is None or o.status == "skipped"]
     for record in reused:
         log.print(view.run_text(record, True))
     view.render(grid, fmt, log, pairs=pairs, save=save)

@@ -120,7 +120,7 @@ def claims_table(records: list[dict[str, Any]], train_wall_s: float | None = Non
     """He 2016a's claims about the grid, from the `claims` object of `resnet degrade --json`: each
     claim's paired difference in training error with its interval, n, Holm p and verdict; then the
     runs' own training time. Outputs older than the claims show none."""
-    claims = next((r for r in records if r.get("event") == "claims"), None)
+    claims = _claims(records)
     text = ""
     if claims and claims["claims"]:
         text = "\n" + md_table(
@@ -150,6 +150,8 @@ def rows_csv(records: Sequence[dict[str, Any]]) -> str:
 def pairs_csv(records: Sequence[dict[str, Any]]) -> str:
     """One line per comparison: He 2016a's claims (training error %, kind `claim`), then each depth's
     test-error pair (kind `exploratory`, raw p), both as worse minus better in error points."""
+    # residual minus plain in accuracy is plain minus residual in error: x 100 for points.
+    pct = lambda x: None if x is None else 100.0 * x  # noqa: E731
     out = []
     for c in (_claims(records) or {}).get("claims") or []:
         lo, hi = c["interval"] or (None, None)
@@ -159,8 +161,6 @@ def pairs_csv(records: Sequence[dict[str, Any]]) -> str:
         p = (s.get("paired") or {}).get("test_acc")
         if not p:
             continue
-        # residual minus plain in accuracy is plain minus residual in error: x 100 for points.
-        pct = lambda x: None if x is None else 100.0 * x  # noqa: E731
         lo, hi = p["interval"] or (None, None)
         out.append({"study": "degrade", "kind": "exploratory", "better": f"residual-{s['depth']}",
                     "worse": f"plain-{s['depth']}", "metric": "test_error", "n": p["n"], "difference": pct(p["shift"]),

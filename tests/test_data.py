@@ -44,6 +44,28 @@ def assert_one_line(err: pytest.ExceptionInfo) -> str:
 # digits
 
 
+def test_digits_load_without_importing_scikit_learns_datasets():
+    """The stored split and scikit-learn's data file: a digits run does not pay for importing
+    scikit-learn's datasets and model selection (SciPy with them) at every start."""
+    from processes import in_child
+
+    out = in_child("import sys; from resnet_cli.data import digits; raw = digits.read(None); "
+                   "print(len(raw.train.y), len(raw.test.y), sorted(m for m in sys.modules if m.startswith('sklearn')))")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "1437 360 []"
+
+
+def test_digits_read_from_scikit_learn_itself_where_its_file_is_not_found(monkeypatch):
+    from resnet_cli.data import digits
+
+    images, labels = digits.all_digits()
+    monkeypatch.setattr(digits.importlib.util, "find_spec", lambda name: None)
+    asked = digits.all_digits()  # through sklearn.datasets.load_digits
+    assert np.array_equal(asked[0], images) and np.array_equal(asked[1], labels)
+    assert images.shape == (1797, 8, 8) and np.bincount(labels).tolist() == [178, 182, 177, 183, 181, 182, 181,
+                                                                             179, 174, 180]
+
+
 def test_digits_is_the_seed_split(digits):
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -54,9 +76,10 @@ def test_digits_is_the_seed_split(digits):
     assert (digits.num_classes, digits.in_channels, digits.image_size) == (10, 1, 8)
     # Exactly the seed experiment's inputs: pixel/16 in the order train_test_split returns.
     ref = load_digits()
-    idx_tr, _ = train_test_split(np.arange(1797), test_size=0.2, random_state=0, stratify=ref.target)
-    assert torch.equal(digits.train.x, torch.tensor(ref.images[idx_tr] / 16.0, dtype=torch.float32).unsqueeze(1))
-    assert torch.equal(digits.train.y, torch.tensor(ref.target[idx_tr]))
+    idx_tr, idx_te = train_test_split(np.arange(1797), test_size=0.2, random_state=0, stratify=ref.target)
+    for part, idx in ((digits.train, idx_tr), (digits.test, idx_te)):
+        assert torch.equal(part.x, torch.tensor(ref.images[idx] / 16.0, dtype=torch.float32).unsqueeze(1))
+        assert torch.equal(part.y, torch.tensor(ref.target[idx]))
     assert digits.train.x.min() == 0 and digits.train.x.max() == 1
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import importlib.metadata
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -62,14 +64,28 @@ def versions() -> dict[str, str]:
     import torch
 
     out = {"resnet_cli": __version__, "python": platform.python_version(), "torch": torch.__version__}
-    try:
-        import torchvision
-
-        out["torchvision"] = torchvision.__version__
-    except ImportError:  # pragma: no cover
-        pass
+    if (vision := torchvision_version()) is not None:
+        out["torchvision"] = vision
     out["cuda"] = torch.version.cuda or "none"
     return out
+
+
+def torchvision_version() -> str | None:
+    """torchvision.__version__ (a local tag such as +cu130 included) read from its version.py, not by
+    importing torchvision: that import costs half a second at every run's start, for one string."""
+    try:
+        dist = importlib.metadata.distribution("torchvision")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", _text(dist.locate_file("torchvision/version.py")), re.M)
+    return found.group(1) if found else dist.version
+
+
+def _text(path: Any) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
 
 
 def make_dir(path: Path, flag: str = "--out") -> None:

@@ -52,9 +52,9 @@ def _power_iteration(f, x, iters, tol, generator, jvp, vjp) -> float:
 def toy_image(generator: torch.Generator, noise: float = 0.01) -> torch.Tensor:
     """The article's input: scikit-learn digit 3 (pixels / 16) plus faint noise, so that no
     pre-activation sits exactly on ReLU's kink. (8, 8) float64."""
-    from sklearn.datasets import load_digits
+    from ...data.digits import all_digits
 
-    x = torch.tensor(load_digits().images[3] / 16.0, dtype=torch.float64)
+    x = torch.tensor(all_digits()[0][3] / 16.0, dtype=torch.float64)
     return x + noise * torch.randn(x.shape, dtype=torch.float64, generator=generator)
 
 

@@ -128,7 +128,8 @@ def reading(c: dict[str, Any]) -> str | None:
     elif family["declared"]:
         parts.append("no declared claim has both its rows in this table")
     if c["exploratory"]:
-        parts.append(f"{len(c['exploratory'])} exploratory pairs (raw p only, never called resolved)")
+        k = len(c["exploratory"])
+        parts.append(f"{k} exploratory pair{'s' if k != 1 else ''} (raw p only, never called resolved)")
     for o in c["orders"]:
         name = f"{o['group']}: " if o["group"] else ""
         left = f", {o['left_out']} failing row{'s' if o['left_out'] != 1 else ''} left out" if o["left_out"] else ""

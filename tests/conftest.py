@@ -102,7 +102,12 @@ def training_loss(monkeypatch):
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`), the tests against the one-node SLURM (tools/slurm_local.sh)
-    share one worker: they share its one node, and two arrays at once would queue behind each other."""
+    share one worker: they share its one node, and two arrays at once would queue behind each other.
+
+    The slow tests (seconds to a minute each) go first, in their collected order, the quick ones
+    after: xdist hands out tests in collection order, and a minute-long test handed out last keeps one
+    worker busy while the other has nothing left, where quick tests at the end fill both workers."""
     for item in items:
         if item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the order within each part

@@ -191,8 +191,19 @@ rows:
 """
 
 
+@pytest.fixture(scope="module")
+def separate_study(tmp_path_factory):
+    """The study trained without --stack, once for both --jobs counts below (the reference)."""
+    where = tmp_path_factory.mktemp("separate")
+    (where / "s.yaml").write_text(STUDY)
+    ref = resnet("ablate", "s.yaml", "--jobs", 1, "--threads", 1, "--json", "--out", "sep", cwd=where)
+    assert ref.returncode == 0, ref.stderr
+    return where / "sep"
+
+
+@pytest.mark.xdist_group("stacked-ablate")  # one worker: the reference above is trained once
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_ablate_stacks_each_rows_seeds_up_to_k(tmp_path, jobs):
+def test_ablate_stacks_each_rows_seeds_up_to_k(tmp_path, jobs, separate_study):
     """`--stack 2` over three seeds: seeds 0 and 1 of the stackable row train as one stack (each
     run's meta.json names its stack), seed 2 as an ordinary run (a stack of one is slower); the
     dropout row's seeds
@@ -203,8 +214,6 @@ def test_ablate_stacks_each_rows_seeds_up_to_k(tmp_path, jobs):
     res = resnet(*common, "--stack", 2, "--out", "st", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("--stack: row dropout trains its seeds one after another") == 1
-    ref = resnet(*common, "--out", "sep", cwd=tmp_path)
-    assert ref.returncode == 0, ref.stderr
     def stack_of(run: str):  # meta.json names the seeds a run shared its stack with; none if separate
         return json.loads((tmp_path / "st" / run / "meta.json").read_text()).get("stack", {}).get("seeds")
 
@@ -212,7 +221,7 @@ def test_ablate_stacks_each_rows_seeds_up_to_k(tmp_path, jobs):
     assert [stack_of(f"02-dropout-s{s}") for s in (0, 1, 2)] == [None, None, None]
     for row in ("01-identity", "02-dropout"):
         for s in (0, 1, 2):
-            a, b = weights(tmp_path / "st" / f"{row}-s{s}"), weights(tmp_path / "sep" / f"{row}-s{s}")
+            a, b = weights(tmp_path / "st" / f"{row}-s{s}"), weights(separate_study / f"{row}-s{s}")
             assert gap(a["model"], b["model"]) < 1e-4, (row, s)
             assert (tmp_path / "st" / f"{row}-s{s}" / "study.json").is_file()
     again = resnet(*common, "--stack", "--out", "st", cwd=tmp_path)  # a bare --stack: every seed of a row

@@ -26,7 +26,7 @@ WORK = ROOT / "mutants-by-module"
 
 # The code that decides and measures, each with the tests written for it.
 MODULES: dict[str, tuple[str, ...]] = {
-    "results/evidence.py": ("tests/test_evidence.py", "tests/test_claims.py"),
+    "results/evidence.py": ("tests/test_evidence.py", "tests/test_evidence_edges.py", "tests/test_claims.py"),
     "results/study.py": ("tests/test_results.py", "tests/test_study_result.py"),
     "results/verdicts.py": ("tests/test_claims.py",),
     "results/power.py": ("tests/test_claims.py",),

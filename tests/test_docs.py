@@ -452,6 +452,10 @@ def test_section_mode_runs_only_the_named_sections_jobs(monkeypatch, capsys):
     assert ran == ["degrade-fashion-16"]  # the 8-epoch grid's saved output is read, not rerun
     assert docs_tables.main(["section", "no-such-table"]) == 2
     assert "sections:" in capsys.readouterr().err
+    ran.clear(), written.clear()
+    assert docs_tables.main(["render", "ablate-times", "bench-data"]) == 0  # from saved output: nothing runs
+    assert ran == [] and written == ["ablate-times", "bench-data"]
+    assert docs_tables.main(["render", "no-such-table"]) == 2
 
 
 def test_every_resolved_pair_a_reading_names_is_resolved_after_holm():

@@ -7,6 +7,7 @@
     python tools/docs_tables.py usage      # only the `--help` texts (seconds)
     python tools/docs_tables.py render     # re-render every section from the JSON saved by earlier runs
     python tools/docs_tables.py section NAME...  # rerun the commands of the named sections only, and write them
+    python tools/docs_tables.py render NAME...   # write the named sections from their saved JSON, running nothing
 
 Each table lives in a docs page between `<!-- generated: NAME -->` and `<!-- end -->`; this script
 replaces only what is between the markers, and writes beside each table the commands, the machine
@@ -456,12 +457,13 @@ def main(argv: list[str]) -> int:
     modes = {"quick": "docs", "studies": "docs-studies", "fashion": "docs-fashion",
              "fashion-studies": "docs-fashion-studies", "usage": "usage"}
     names = {s.name for s in SECTIONS}
-    if argv[:1] == ["section"] and len(argv) > 1 and set(argv[1:]) <= names:
+    if argv[:1] in (["section"], ["render"]) and len(argv) > 1 and set(argv[1:]) <= names:
         wanted = [s for s in SECTIONS if s.name in argv[1:]]
     elif len(argv) == 1 and argv[0] in (*modes, "render"):
         wanted = [s for s in SECTIONS if argv[0] == "render" or s.target == modes[argv[0]]]
     else:
-        print("usage: python tools/docs_tables.py quick|studies|fashion|fashion-studies|usage|render, or section NAME... "
+        print("usage: python tools/docs_tables.py quick|studies|fashion|fashion-studies|usage|render, section NAME... "
+              "or render NAME... "
               f"(sections: {', '.join(sorted(names))})", file=sys.stderr)
         return 2
     if argv[0] == "quick":  # the quick pages also show each command's current usage

@@ -75,3 +75,76 @@ def test_the_monte_carlo_tests_draw_the_same_numbers_on_every_call():
     assert a["exact"] is False and a == b
     ours, paper = [3.0, 1.0, 2.0, 5.0, 4.0, 7.0, 6.0, 9.0, 8.0], list(range(9))
     assert evidence.kendall(ours, paper) == evidence.kendall(ours, paper) and not evidence.kendall(ours, paper)["p_exact"]
+
+
+def test_the_shift_of_no_seeds_and_of_two_has_no_interval():
+    assert evidence.shift_interval([]) == {"shift": None, "interval": None, "coverage": None}
+    # Walsh averages of 3 and 1: 1, 2, 3; their median 2.
+    assert evidence.shift_interval([3.0, 1.0]) == {"shift": 2.0, "interval": None, "coverage": None}
+
+
+def _walsh(d):
+    return sorted((d[i] + d[j]) / 2 for i in range(len(d)) for j in range(i, len(d)))
+
+
+@pytest.mark.parametrize("diffs, k, below", [
+    # n = 7: 3 rank subsets sum to 2 or less ({}, {1}, {2}): k = 3 holds 1 - 2 * 3/128 = 95.3%, k = 4 not
+    # (5 subsets to 3). n = 10: 25 subsets sum to 8 or less (1+1+1+2+2+3+4+5+6 for sums 0..8): k = 9,
+    # 1 - 2 * 25/1024 = 95.1% (Hollander and Wolfe's table: P(T+ >= 47) = .024 at n = 10).
+    ([0.5, 1.2, -0.3, 2.0, 0.8, 1.5, -0.1], 3, 3 / 128),
+    ([0.5, 1.2, -0.3, 2.0, 0.8, 1.5, -0.1, 0.9, 1.1, 0.4], 9, 25 / 1024),
+])
+def test_the_shifts_interval_is_the_walsh_averages_at_the_tables_rank(diffs, k, below):
+    got, walsh = evidence.shift_interval(diffs), _walsh(diffs)
+    assert got["interval"] == [walsh[k - 1], walsh[len(walsh) - k]]
+    assert got["coverage"] == pytest.approx(1 - 2 * below)
+    assert got["shift"] == statistics.median(walsh)
+
+
+def test_the_shifts_interval_at_fifty_seeds_against_a_polynomial_count():
+    """At n = 50 the interval's rank is past a third of the 1,275 Walsh averages; the signed-rank
+    counts here come from multiplying out prod (1 + x^r), r = 1..50, not from evidence.py's table."""
+    import numpy as np
+
+    n = 50
+    poly = np.array([1], dtype=object)
+    for r in range(1, n + 1):
+        term = np.zeros(r + 1, dtype=object)
+        term[0] = term[r] = 1
+        poly = np.convolve(poly, term)
+    cdf = np.cumsum(poly) / 2 ** n
+    k = max(k for k in range(1, 1276 // 2 + 1) if 1 - 2 * cdf[k - 1] >= 0.95)
+    diffs = [((7 * i) % 23) / 4 - 2.0 for i in range(n)]
+    got, walsh = evidence.shift_interval(diffs), _walsh(diffs)
+    assert k > 1275 // 3 and got["interval"] == [walsh[k - 1], walsh[1275 - k]]
+    assert got["coverage"] == pytest.approx(float(1 - 2 * cdf[k - 1]))
+
+
+def test_kendall_with_every_value_tied_has_no_order():
+    assert evidence.kendall([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]) == {
+        "kendall_tau": None, "p_value": None, "rows": 3, "reason": "all values tied: no order"}
+
+
+def test_kendall_at_eight_rows_counts_every_order_and_above_draws_them():
+    """8 rows in the paper's order: exactly 1 of the 8! = 40,320 orders is as concordant. 9 rows: the
+    20,000 seeded draws (almost surely) miss the one order, so p is (0 + 1) / (20,000 + 1)."""
+    eight = evidence.kendall(list(range(8)), list(range(8)))
+    assert eight["p_exact"] is True and eight["p_value"] == 1 / 40320
+    nine = evidence.kendall(list(range(9)), list(range(9)))
+    assert nine["p_exact"] is False and nine["p_value"] == 1 / 20001
+
+
+def test_kendall_with_ties_on_both_sides_against_every_order_by_scipy():
+    """Ties in our medians and in the paper's figures: the exact p is the share of the 720 orders of
+    ours whose tau-b (scipy's) is at least the observed one."""
+    import itertools
+
+    from scipy import stats
+
+    # (The order of ours is one whose S = 9 has orders at S = 8: a pair tied on one side only counts 0.)
+    ours, paper = [1.0, 1.0, 3.0, 2.0, 3.0, 4.0], [1.0, 2.0, 2.0, 3.0, 4.0, 4.0]
+    observed = stats.kendalltau(ours, paper).statistic
+    orders = list(itertools.permutations(ours))
+    hits = sum(stats.kendalltau(o, paper).statistic >= observed - 1e-12 for o in orders)
+    got = evidence.kendall(ours, paper)
+    assert got["kendall_tau"] == pytest.approx(observed) and got["p_value"] == pytest.approx(hits / len(orders))

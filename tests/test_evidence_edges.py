@@ -148,3 +148,24 @@ def test_kendall_with_ties_on_both_sides_against_every_order_by_scipy():
     hits = sum(stats.kendalltau(o, paper).statistic >= observed - 1e-12 for o in orders)
     got = evidence.kendall(ours, paper)
     assert got["kendall_tau"] == pytest.approx(observed) and got["p_value"] == pytest.approx(hits / len(orders))
+
+
+def test_the_medians_interval_at_forty_seeds_against_binomial_counts():
+    """At n = 40 the median's interval is [x_(k), x_(41-k)] for the largest k with
+    1 - 2 P(Bin(40, 1/2) <= k - 1) >= 95%, counted here with math.comb: k = 14 (96.2%), past a third."""
+    import math
+
+    def cdf(k):
+        return sum(math.comb(40, i) for i in range(k + 1)) / 2 ** 40
+
+    k = max(k for k in range(1, 21) if 1 - 2 * cdf(k - 1) >= 0.95)
+    values = [((11 * i) % 37) * 0.5 for i in range(40)]
+    lo, hi, coverage = evidence.median_interval(values)
+    x = sorted(values)
+    assert k == 14 and (lo, hi) == (x[k - 1], x[40 - k]) and coverage == pytest.approx(1 - 2 * cdf(k - 1))
+
+
+def test_one_pair_alone_needs_six_seeds_to_be_resolvable():
+    """Six seeds of one sign give p = 2/64 <= 0.05; five give 2/32."""
+    assert evidence.seeds_to_resolve() == 6 and evidence.seeds_to_resolve(1) == 6
+    assert evidence.seeds_to_resolve(11) == 9  # 2/512 <= 0.05/11; 2/256 is not

@@ -169,3 +169,31 @@ def test_one_pair_alone_needs_six_seeds_to_be_resolvable():
     """Six seeds of one sign give p = 2/64 <= 0.05; five give 2/32."""
     assert evidence.seeds_to_resolve() == 6 and evidence.seeds_to_resolve(1) == 6
     assert evidence.seeds_to_resolve(11) == 9  # 2/512 <= 0.05/11; 2/256 is not
+
+
+def test_the_sign_flip_of_no_seeds_and_of_sixteen():
+    """No differences: no p. Sixteen of one sign: the exact count, 2 of the 65,536 patterns."""
+    assert evidence.signflip([]) == {"p": None, "exact": True, "p_se": 0.0}
+    assert evidence.signflip([0.5] * 16) == {"p": 2 / 65536, "exact": True, "p_se": 0.0}
+
+
+def test_differences_that_cancel_give_p_one_exact_and_drawn():
+    """A mean difference of 0: every sign pattern's sum is at least as far from 0 (p = 1, not the
+    share of patterns strictly farther, 1/2 for +1 and -1)."""
+    assert evidence.signflip([1.0, -1.0])["p"] == 1.0
+    drawn = evidence.signflip([1.0, -1.0] * 9)  # 18 seeds: Monte Carlo
+    assert drawn["exact"] is False and drawn["p"] == 1.0
+
+
+def test_a_drawn_p_counts_the_observed_pattern_once():
+    """20 seeds of one sign: among 20,000 draws the two patterns as extreme (all + or all -, 2 in
+    2^20) almost surely never come up, so p = (0 + 1) / (20,000 + 1) and its standard error is
+    sqrt(p (1 - p) / 20,000)."""
+    got = evidence.signflip([0.25] * 20)
+    p = 1 / 20001
+    assert got == {"p": p, "exact": False, "p_se": pytest.approx((p * (1 - p) / 20000) ** 0.5)}
+
+
+def test_a_pair_whose_every_seed_differs_by_one_point_is_resolved():
+    got = evidence.paired({s: 1.0 for s in range(8)}, {s: 2.0 for s in range(8)})
+    assert (got["mean"], got["p"], got["p_holm"], got["resolved"]) == (1.0, 2 / 256, 2 / 256, True)

@@ -101,9 +101,11 @@ def summarise(records: list[dict[str, Any]], reference: Mapping[tuple, dict[str,
             ev = evidence.describe(values)
             row[f"{metric}_mean"], row[f"{metric}_std"] = ev["mean"], ev["std"]
             row[f"{metric}_interval"], row[f"{metric}_coverage"] = ev["interval"], ev["coverage"]
-        # The error % a study row reports, from the accuracy medians (the median commutes with 100(1 - x)).
+        # The error % a study row reports, from the accuracy medians (the median commutes with 100(1 - x);
+        # the lowest error is the highest accuracy's).
         for acc, error in (("train_acc", "train_error"), ("test_acc", "test_error")):
             row[f"{error}_median"] = _error_pct(row[f"{acc}_median"])
+            row[f"{error}_min"], row[f"{error}_max"] = _error_pct(row[f"{acc}_max"]), _error_pct(row[f"{acc}_min"])
         twin_runs = groups.get(("plain", depth)) if net == "residual" else None
         if twin_runs:
             row["paired"] = {m: evidence.paired({r["seed"]: r[m] for r in twin_runs}, {r["seed"]: r[m] for r in runs})

@@ -180,7 +180,6 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
     kept = [c for c in claims.get("claims") or [] if c["verdict"] == "in order"]
     reversed_ = [c for c in claims.get("claims") or [] if c["verdict"] == "reversed"]
     marked = {c["worse"] for c in kept}
-    err = lambda acc: None if acc is None else 100.0 * (1.0 - acc)  # noqa: E731
 
     def num(x: float | None, digits: int = 2) -> str:
         return "--" if x is None else f"{x:.{digits}f}"
@@ -191,8 +190,8 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
     for s in summaries:
         name = f"{s['net']}-{s['depth']}"
         dag = r"$^{\dag}$" if name in marked else ""
-        train = f"{num(err(s['train_acc_median']))} ({num(err(s['train_acc_max']))}--{num(err(s['train_acc_min']))})"
-        test = f"{num(err(s['test_acc_median']))} ({num(err(s['test_acc_max']))}--{num(err(s['test_acc_min']))})"
+        train, test = (f"{num(s[f'{e}_median'])} ({num(s[f'{e}_min'])}--{num(s[f'{e}_max'])})"
+                       for e in ("train_error", "test_error"))
         lines.append(f"{latex_escape(s['net'])}{dag} & {s['depth']} & {s['n']} & {train} & {test} & "
                      f"{num(s['grad_norm_first_layer_median'])} \\\\")
     lines += [r"\bottomrule", r"\end{tabular}"]

@@ -20,11 +20,17 @@ $(STAMP): pyproject.toml .ci/constraints.txt
 # child processes, so two workers keep both cores busy; tests against the one-node SLURM share one
 # worker (conftest.py), since they share its one node.
 TEST_WORKERS ?= 2
+# Most of a child process's start is imports (torch and its compiler, about 5 s of CPU here); the
+# package's own modules are compiled once first, since a machine with PYTHONDONTWRITEBYTECODE set
+# (this one) would compile them again in each of the suite's few hundred children.
+PRECOMPILE = $(BIN)/python -m compileall -q resnet_cli >/dev/null
 
 test: $(STAMP)
+	$(PRECOMPILE)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-quick: $(STAMP)  ## the edit-test loop: everything but the tests marked slow (make test runs all of them)
+	$(PRECOMPILE)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 demo: $(STAMP)  ## the seed's degradation experiment on bundled digits, offline, a few minutes on a CPU

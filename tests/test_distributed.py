@@ -24,12 +24,21 @@ ARGS = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "4", "--batc
         "--set", "optim.weight_decay=1e-4", "--set", "train.checkpoint_every=0"]
 
 
-def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(tmp_path):
-    p = resnet(cmd=torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"))
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    """`torchrun --nproc-per-node 2 resnet train ARGS`, once for the two tests that read it: its
+    printed records and its run directory."""
+    out = tmp_path_factory.mktemp("torchrun") / "ddp"
+    p = resnet(cmd=torchrun("train", *ARGS, "--out", out, "--json"))
     assert p.returncode == 0, p.stderr
-    out = [json.loads(line) for line in p.stdout.splitlines()]  # rank 0 alone prints
+    return [json.loads(line) for line in p.stdout.splitlines()], out
+
+
+@pytest.mark.xdist_group("two-ranks")  # one worker: the job above runs once
+def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(two_ranks):
+    out, run = two_ranks  # rank 0 alone prints
     assert out[-1]["event"] == "summary" and sum(r["event"] == "summary" for r in out) == 1
-    ddp = torch.load(tmp_path / "ddp" / "checkpoint.pt", weights_only=True)["model"]
+    ddp = torch.load(run / "checkpoint.pt", weights_only=True)["model"]
 
     # The reference: one process, each global batch split in the same two halves, gradients summed
     # over the halves (each half's BatchNorm normalises that half, as each rank does).
@@ -56,16 +65,15 @@ def test_two_gloo_ranks_match_one_process_accumulating_two_half_batches(tmp_path
         torch.testing.assert_close(ddp[name], p_ref.detach(), atol=1e-5, rtol=1e-5, msg=name)
 
 
-def test_nproc_2_is_the_same_job_as_torchrun(tmp_path):
+@pytest.mark.xdist_group("two-ranks")
+def test_nproc_2_is_the_same_job_as_torchrun(tmp_path, two_ranks):
     """README: `resnet train ... --nproc 2` launches torchrun for you: the same two ranks, bitwise."""
-    p = resnet(cmd=torchrun("train", *ARGS, "--out", tmp_path / "ddp", "--json"))
-    assert p.returncode == 0, p.stderr
     q = resnet("train", *ARGS, "--nproc", "2", "--out", tmp_path / "nproc", "--json")
     assert q.returncode == 0, q.stderr
     summary = json.loads((tmp_path / "nproc" / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["iterations"] == 4
     assert json.loads((tmp_path / "nproc" / "meta.json").read_text()).get("world_size", 2) == 2
-    a = torch.load(tmp_path / "ddp" / "checkpoint.pt", weights_only=True)["model"]
+    a = torch.load(two_ranks[1] / "checkpoint.pt", weights_only=True)["model"]
     b = torch.load(tmp_path / "nproc" / "checkpoint.pt", weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 

@@ -125,3 +125,41 @@ def test_the_power_line_from_hand_made_claims():
 def test_a_claim_without_an_sd_gives_the_plan_alone(member_sd):
     claims = [{"n": 9, "sd": member_sd}]
     assert verdicts.power_line(claims, 2, 2.0, "claims") == power.plan_line(9, 2, 2.0, "claims")
+
+
+def test_unresolved_claims_stay_unresolved_with_their_familys_seed_count():
+    """C a little below A at four seeds and a little above at four (mean below 0, p large): unresolved,
+    not reversed. D a little above A at most seeds, unresolved: its seeds-needed figure is that of
+    the family of 3, not of one claim alone."""
+    base = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    shift = lambda ds: [x + d for x, d in zip(base, ds)]  # noqa: E731
+    rows = [row("A", 0, base, paper=5.0), row("B", 1, shift([1.0] * 8), paper=6.0),
+            row("C", 2, shift([-0.3, 0.1, -0.3, 0.1, -0.3, 0.1, -0.3, 0.2]), paper=7.0),
+            row("D", 3, shift([0.5, -0.2, 0.5, -0.2, 0.5, 0.3, 0.4, -0.1]), paper=8.0)]
+    family = Family(declared=True, members=tuple(Member("A", w, "test_error", "t") for w in "BCD"))
+    claims = {c["worse"]: c for c in verdicts.compare(rows, family)["claims"]}
+    assert claims["C"]["mean"] < 0 and claims["C"]["verdict"] == "unresolved"
+    d = claims["D"]
+    assert d["mean"] > 0 and d["verdict"] == "unresolved"
+    assert d["seeds_needed"] == power.seeds_needed(d["diffs"], 3) is not None
+    assert d["seeds_needed"] != power.seeds_needed(d["diffs"], 1)
+
+
+def test_an_exploratory_pair_is_its_own_family_of_one():
+    """Six seeds of one sign reach 2/64 <= 0.05 alone (a family of one), not 0.05 / 2."""
+    base = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    rows = [row("A", 0, base, paper=5.0), row("B", 1, [x + 1 for x in base], paper=6.0),
+            row("C", 2, [x + 2 for x in base], paper=7.0)]
+    got = verdicts.compare(rows, Family(declared=True, members=(Member("A", "B", "test_error", "t"),)))
+    assert [(p["better"], p["worse"], p["can_resolve"]) for p in got["exploratory"]] == [("A", "C", True),
+                                                                                          ("B", "C", True)]
+
+
+@pytest.mark.parametrize("pair, text", [
+    ({"shift": None}, "-"),
+    ({"shift": 1.234, "interval": None}, "+1.23"),
+    ({"shift": -0.5, "interval": [-1.25, 0.4], "coverage": 0.9375}, "-0.50 [-1.25, +0.40] 93.7%"),
+])
+def test_a_difference_as_the_tables_print_it(pair, text):
+    assert verdicts.shift_str(pair) == text
+    assert verdicts.shift_str({"shift": 1.0, "interval": [0.5, 1.5], "coverage": 0.96}, digits=1) == "+1.0 [+0.5, +1.5] 96%"

@@ -3,9 +3,10 @@
 returned them (scikit-learn 1.9.1), indices into the 1,797 digits in their order:
 1,437 for training, then 360 for test, each a base64 string of little-endian uint16.
 
-Stored rather than drawn at every run: importing scikit-learn's model selection was most of a digits
-run's start-up (two thirds as long as importing torch), and the split stays the same whatever a later release
-of scikit-learn draws. tests/test_data.py checks it against the installed scikit-learn.
+Stored rather than drawn at every run: importing scikit-learn's datasets and model selection took
+about two thirds as long as importing torch at each digits run's start, and the split stays the same
+whatever a later release of scikit-learn draws. tests/test_data.py checks it against the installed
+scikit-learn.
 """
 
 TRAIN = (

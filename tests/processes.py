@@ -1,6 +1,7 @@
 """`resnet` in a child process: the one place the tests start one, hold one at a known step
 (resnet_cli/training/testhook.py), kill one, or find its workers; other code that must not run in
-the test process (`in_child`); and TINY_STUDY, a study of seconds."""
+the test process (`in_child`); `here`, the same command in this process, for the runs around a kill
+that need no process of their own; and TINY_STUDY, a study of seconds."""
 
 from __future__ import annotations
 
@@ -43,6 +44,24 @@ def resnet(*args, cwd: Path | None = None, env: dict | None = None, timeout: flo
     kw.setdefault("stderr", subprocess.PIPE)
     kw.setdefault("text", True)
     return subprocess.run(cmd or command(*args), env=ENV if env is None else env, timeout=timeout, cwd=cwd, **kw)
+
+
+def here(*args, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`resnet ARGS` run in this process (Typer's CliRunner, in `cwd`, with the variables in `env`
+    set for the call), returned as `resnet` would return it. For the runs around a kill that need no process of their own, the uninterrupted
+    reference and the resume: a child spends seconds of CPU importing torch before its first step,
+    and the suite is CPU-bound. The killed run itself is always a child (kill_at, start_paused)."""
+    from typer.testing import CliRunner
+
+    from resnet_cli.cli import app
+
+    where = os.getcwd()
+    os.chdir(cwd or where)
+    try:
+        r = CliRunner().invoke(app, [str(a) for a in args], env=env)
+    finally:
+        os.chdir(where)
+    return subprocess.CompletedProcess(["resnet", *map(str, args)], r.exit_code, r.stdout, r.stderr)
 
 
 def in_child(code: str, *args, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -115,17 +134,17 @@ def kill_at(step: int, *args, cwd: Path) -> None:
 def killed_and_resumed_is_bitwise(tmp_path: Path, run: list[str], kill: int = 35, saved: int = 30) -> dict:
     """Train `resnet train RUN` whole ("ref"), and again SIGKILLed after step `kill` (its last
     checkpoint at `saved`) then resumed ("run"); assert the two end bitwise equal (summary and every
-    weight). Returns the reference weights."""
+    weight). Returns the reference weights. Only the killed run is a child (`here`)."""
     import json
 
     import torch
 
-    ref = resnet("train", *run, "--out", "ref", "--json", cwd=tmp_path)
+    ref = here("train", *run, "--out", "ref", "--json", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
     kill_at(kill, "train", *run, "--out", "run", cwd=tmp_path)
     cut = tmp_path / "run"
     assert torch.load(cut / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == saved
-    res = resnet("train", "--resume", cut, "--json", cwd=tmp_path)
+    res = here("train", "--resume", cut, "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     a, b = json.loads(ref.stdout.splitlines()[-1]), json.loads(res.stdout.splitlines()[-1])
     assert a["train_loss"] == b["train_loss"] and a["test_error"] == b["test_error"]

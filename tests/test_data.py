@@ -44,6 +44,7 @@ def assert_one_line(err: pytest.ExceptionInfo) -> str:
 # digits
 
 
+@pytest.mark.slow  # a child process: the import is measured in a fresh interpreter
 def test_digits_load_without_importing_scikit_learns_datasets():
     """The stored split and scikit-learn's data file: a digits run does not pay for importing
     scikit-learn's datasets and model selection (SciPy with them) at every start."""

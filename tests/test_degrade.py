@@ -341,6 +341,7 @@ def test_summaries_carry_intervals_and_the_twins_paired_by_seed():
     assert "paired" not in plain
 
 
+@pytest.mark.slow  # two worker processes
 def test_jobs_2_gives_the_same_records_as_jobs_1(in_tmp):
     """Two worker processes (the sweep engine of `resnet ablate`) train the same runs bitwise: every
     record but the wall time equal, in the plan's order whatever order the runs finished in."""

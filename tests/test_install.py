@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import wheelhouse  # noqa: E402  (tools/ is not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # pip builds and installs the wheel, and the installed `resnet` runs as a child
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from resnet_cli import spec as S
 from resnet_cli.cli import app
 from resnet_cli.runs.writer import RunDir
 
-from processes import ENV, resnet, spawn, start_paused
+from processes import ENV, here, resnet, spawn, start_paused
 from test_reliability import PAUSE_AT, RUN, weights
 
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "1"]
@@ -95,12 +95,12 @@ DROPOUT = [*RUN, "--set", "model.shortcut.kind=dropout"]
 @pytest.mark.slow
 def test_sigkill_resume_of_a_dropout_shortcut_run_is_bitwise(tmp_path):
     """The dropout shortcut draws from the global RNG: resume must restore it (README, Resume)."""
-    ref = resnet("train", *DROPOUT, "--out", "ref", "--json", cwd=tmp_path)
+    ref = here("train", *DROPOUT, "--out", "ref", "--json", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
     proc, _ = start_paused(PAUSE_AT, "train", *DROPOUT, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    res = resnet("train", "--resume", "run", "--json", cwd=tmp_path)
+    res = here("train", "--resume", "run", "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     wa, wb = weights(tmp_path / "ref"), weights(tmp_path / "run")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -113,7 +113,7 @@ def test_resume_on_another_thread_count_is_allowed_and_recorded(tmp_path):
     proc, _ = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", "--set", "run.threads=1", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    res = resnet("train", "--resume", "run", "--set", "run.threads=2", "--json", cwd=tmp_path)
+    res = here("train", "--resume", "run", "--set", "run.threads=2", "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
@@ -131,7 +131,7 @@ def test_an_automatic_count_is_chosen_again_on_resume_and_a_change_is_said(tmp_p
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert json.loads((tmp_path / "run" / "meta.json").read_text())["threads"] == 1  # ENV pins one
-    res = resnet("train", "--resume", "run", "--json", cwd=tmp_path, env={**ENV, "OMP_NUM_THREADS": "2"})
+    res = here("train", "--resume", "run", "--json", cwd=tmp_path, env={"OMP_NUM_THREADS": "2"})
     assert res.returncode == 0, res.stderr
     meta = json.loads((tmp_path / "run" / "meta.json").read_text())
     assert meta["threads"] == 2 and meta["threads_auto"]["pinned"], meta

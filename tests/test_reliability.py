@@ -17,7 +17,7 @@ from resnet_cli.training import checkpoint as ckpt
 from resnet_cli.cli import app
 from resnet_cli.runs.writer import RunDir
 
-from processes import ENV, handled, resnet, spawn, start_paused
+from processes import ENV, handled, here, resnet, spawn, start_paused
 
 # ~90 iterations an epoch (batch 16 on 1,437 digits), checkpoints every 10: kills land mid-epoch.
 RUN = ["digits/residual8", "--set", "model.widths=[8]", "--batch-size", "16", "--epochs", "2",
@@ -31,7 +31,7 @@ def weights(run: Path):
 
 @pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
-    ref = resnet("train", *RUN, "--out", tmp_path / "ref", "--json")
+    ref = here("train", *RUN, "--out", tmp_path / "ref", "--json")
     assert ref.returncode == 0, ref.stderr
     proc, _ = start_paused(PAUSE_AT, "train", *RUN, "--out", "run", "--json", cwd=tmp_path)
     proc.send_signal(signal.SIGKILL)
@@ -39,7 +39,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_identical(tmp_path):
     run = tmp_path / "run"
     assert not (run / "summary.json").exists()
     assert torch.load(run / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == 20
-    res = resnet("train", "--resume", run, "--json", cwd=tmp_path)
+    res = here("train", "--resume", run, "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     a, b = json.loads(ref.stdout.splitlines()[-1]), json.loads(res.stdout.splitlines()[-1])
     assert a["train_loss"] == b["train_loss"] and a["test_error"] == b["test_error"]
@@ -64,7 +64,7 @@ def test_sigterm_sigint_save_and_exit_then_resume(tmp_path, sig, code):
     assert json.loads(out.splitlines()[-1])["status"] == "interrupted"
     # saved at the step the signal came, not at the last periodic checkpoint (20)
     assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["progress"]["iteration"] == PAUSE_AT
-    res = resnet("train", "--resume", "run", "--json", cwd=tmp_path)
+    res = here("train", "--resume", "run", "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
 
@@ -289,7 +289,7 @@ def test_closed_pipe_is_quiet(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "stopped: output pipe closed" and summary["epochs"] == 2, summary
     assert not (tmp_path / "run" / ".lock").exists()
-    again = resnet("train", "--resume", tmp_path / "run", "--json")
+    again = here("train", "--resume", tmp_path / "run", "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["status"] == "completed"
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["epochs"] == 3

@@ -12,7 +12,7 @@ import signal
 import pytest
 import torch
 
-from processes import handled, kill_at, resnet, start_paused
+from processes import handled, here, kill_at, start_paused
 from resnet_cli import spec as S
 from resnet_cli.runs.reader import RunRecord
 from resnet_cli.training import stacked_run
@@ -37,8 +37,8 @@ def test_each_seed_is_its_own_ordinary_run(tmp_path):
     that seed's separate run (float tolerance: test_stacked.py), while the two seeds' runs stand
     far apart (more than 1e-2), so a member written into the other seed's directory fails."""
     args = [*NET, "--iters", "20", "--seeds", "3,5", "--json"]
-    stacked = resnet("train", *args, "--stack", "--out", "stacked", cwd=tmp_path)
-    separate = resnet("train", *args, "--out", "separate", cwd=tmp_path)
+    stacked = here("train", *args, "--stack", "--out", "stacked", cwd=tmp_path)
+    separate = here("train", *args, "--out", "separate", cwd=tmp_path)
     assert stacked.returncode == 0 and separate.returncode == 0, stacked.stderr + separate.stderr
     assert "as one stacked net" in stacked.stderr and "stacked" not in separate.stderr
     def seeds_of_epochs(res):  # a pipe reading several seeds' records must tell them apart
@@ -61,17 +61,18 @@ def test_each_seed_is_its_own_ordinary_run(tmp_path):
         assert [r["iter"] for r in epochs if r["event"] == "epoch"] == [10, 20]
 
 
+@pytest.mark.slow
 def test_a_stack_killed_mid_epoch_resumes_bitwise(tmp_path):
     """SIGKILL after step 15 (the members' checkpoints at 10), then --resume auto: every member ends
     bitwise equal to the uninterrupted stack, weights and summary."""
     args = [*NET, "--set", "data.train_subset=640", "--iters", "30", "--set", "train.checkpoint_every=10",
             "--seeds", "0,1,2", "--stack"]
-    ref = resnet("train", *args, "--out", "ref", "--json", cwd=tmp_path)
+    ref = here("train", *args, "--out", "ref", "--json", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
     kill_at(15, "train", *args, "--out", "run", cwd=tmp_path)
     for seed in (0, 1, 2):
         assert weights(tmp_path / "run" / f"seed{seed}")["progress"]["iteration"] == 10
-    res = resnet("train", *args, "--out", "run", "--resume", "auto", "--json", cwd=tmp_path)
+    res = here("train", *args, "--out", "run", "--resume", "auto", "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     for seed in (0, 1, 2):
         a, b = weights(tmp_path / "ref" / f"seed{seed}"), weights(tmp_path / "run" / f"seed{seed}")
@@ -81,6 +82,7 @@ def test_a_stack_killed_mid_epoch_resumes_bitwise(tmp_path):
         assert sa["train_loss"] == sb["train_loss"] and sa["test_error"] == sb["test_error"]
 
 
+@pytest.mark.slow
 def test_a_seed_left_alone_trains_as_its_ordinary_run_and_stops_on_a_signal(tmp_path):
     """`--stack 3` over four seeds: seed 3, left alone, trains as the ordinary run (no stack in its
     meta.json, weights bitwise those of `train --seeds 3`). Killed in the stack of 0-2 (at step 15,
@@ -88,8 +90,8 @@ def test_a_seed_left_alone_trains_as_its_ordinary_run_and_stops_on_a_signal(tmp_
     the last member opened holds the signal handlers: a SIGINT at its step 5 still stops it there
     (saved, interrupted, exit 130), and the stack after it does not start."""
     args = [*NET, "--set", "data.train_subset=640", "--iters", "30", "--set", "train.checkpoint_every=10"]
-    ref = resnet("train", *args, "--seeds", "0,1,2,3", "--stack", "3", "--out", "ref", cwd=tmp_path)
-    alone = resnet("train", *args, "--seeds", "3", "--out", "alone", cwd=tmp_path)
+    ref = here("train", *args, "--seeds", "0,1,2,3", "--stack", "3", "--out", "ref", cwd=tmp_path)
+    alone = here("train", *args, "--seeds", "3", "--out", "alone", cwd=tmp_path)
     assert ref.returncode == 0 and alone.returncode == 0, ref.stderr + alone.stderr
     meta = json.loads((tmp_path / "ref" / "seed3" / "meta.json").read_text())
     assert "stack" not in meta and json.loads((tmp_path / "ref" / "seed0" / "meta.json").read_text())["stack"]
@@ -165,13 +167,13 @@ def test_what_can_be_stacked_is_let_through():
 
 
 def test_the_cli_runs_unstackable_seeds_separately_and_refuses_ddp(tmp_path):
-    res = resnet("train", *NET, "--iters", "4", "--set", "model.shortcut.kind=dropout", "--seeds", "0,1", "--stack",
-                 "--out", "drop", "--json", cwd=tmp_path)
+    res = here("train", *NET, "--iters", "4", "--set", "model.shortcut.kind=dropout", "--seeds", "0,1", "--stack",
+               "--out", "drop", "--json", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "--stack: the net draws random numbers" in res.stderr and "one after another" in res.stderr
     assert all(RunRecord.read(tmp_path / "drop" / f"seed{s}").finished for s in (0, 1))
     for argv in (["--seeds", "0,1", "--stack", "--nproc", "2"], ["--seeds", "0,1", "--seed", "3"]):
-        res = resnet("train", *NET, "--iters", "4", *argv, "--out", "x", cwd=tmp_path)
+        res = here("train", *NET, "--iters", "4", *argv, "--out", "x", cwd=tmp_path)
         assert res.returncode == 2 and "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
 
@@ -196,11 +198,12 @@ def separate_study(tmp_path_factory):
     """The study trained without --stack, once for both --jobs counts below (the reference)."""
     where = tmp_path_factory.mktemp("separate")
     (where / "s.yaml").write_text(STUDY)
-    ref = resnet("ablate", "s.yaml", "--jobs", 1, "--threads", 1, "--json", "--out", "sep", cwd=where)
+    ref = here("ablate", "s.yaml", "--jobs", 1, "--threads", 1, "--json", "--out", "sep", cwd=where)
     assert ref.returncode == 0, ref.stderr
     return where / "sep"
 
 
+@pytest.mark.slow
 @pytest.mark.xdist_group("stacked-ablate")  # one worker: the reference above is trained once
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_ablate_stacks_each_rows_seeds_up_to_k(tmp_path, jobs, separate_study):
@@ -211,7 +214,7 @@ def test_ablate_stacks_each_rows_seeds_up_to_k(tmp_path, jobs, separate_study):
     run trained without --stack, and a rerun finds every run finished."""
     (tmp_path / "s.yaml").write_text(STUDY)
     common = ["ablate", "s.yaml", "--jobs", jobs, "--threads", 1, "--json"]
-    res = resnet(*common, "--stack", 2, "--out", "st", cwd=tmp_path)
+    res = here(*common, "--stack", 2, "--out", "st", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stderr.count("--stack: row dropout trains its seeds one after another") == 1
     def stack_of(run: str):  # meta.json names the seeds a run shared its stack with; none if separate
@@ -224,11 +227,11 @@ def test_ablate_stacks_each_rows_seeds_up_to_k(tmp_path, jobs, separate_study):
             a, b = weights(tmp_path / "st" / f"{row}-s{s}"), weights(separate_study / f"{row}-s{s}")
             assert gap(a["model"], b["model"]) < 1e-4, (row, s)
             assert (tmp_path / "st" / f"{row}-s{s}" / "study.json").is_file()
-    again = resnet(*common, "--stack", "--out", "st", cwd=tmp_path)  # a bare --stack: every seed of a row
+    again = here(*common, "--stack", "--out", "st", cwd=tmp_path)  # a bare --stack: every seed of a row
     assert again.returncode == 0 and "0 run(s) trained, 6 already finished" in again.stderr, again.stderr
 
 
 def test_stack_takes_a_positive_count_or_nothing(tmp_path):
-    res = resnet("train", *NET, "--iters", "2", "--seeds", "0,1", "--stack", "0", "--out", "x", cwd=tmp_path)
+    res = here("train", *NET, "--iters", "2", "--seeds", "0,1", "--stack", "0", "--out", "x", cwd=tmp_path)
     assert res.returncode == 2 and "--stack 0: expected a number of seeds" in res.stderr
     assert not (tmp_path / "x").exists()

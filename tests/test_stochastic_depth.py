@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from processes import killed_and_resumed_is_bitwise, resnet
+from processes import here, killed_and_resumed_is_bitwise
 from resnet_cli import spec as S
 from resnet_cli.errors import UserError
 from resnet_cli.model import build_model
@@ -76,7 +76,7 @@ RUN = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "2", "--set"
 def test_killed_and_resumed_run_draws_the_same_masks(tmp_path):
     wa = killed_and_resumed_is_bitwise(tmp_path, RUN)
     # ... and the masks mattered: without stochastic depth the same run ends elsewhere
-    off = resnet("train", *RUN[:-2], "--out", "off", "--json", cwd=tmp_path)
+    off = here("train", *RUN[:-2], "--out", "off", "--json", cwd=tmp_path)
     wo = torch.load(tmp_path / "off" / "checkpoint.pt", weights_only=True)["model"]
     assert not all(torch.equal(wa[k], wo[k]) for k in wa), off.stderr
 

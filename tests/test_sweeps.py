@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from resnet_cli.cli import app
 
-from processes import TINY_STUDY, alive, children, handled, resnet, start_paused
+from processes import TINY_STUDY, alive, children, handled, here, start_paused
 
 STUDY = """
 title: sweep test
@@ -95,11 +95,11 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     summary = json.loads((first / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["iterations"] == 3
     assert not (tmp_path / "res" / "02-second-s0" / "summary.json").exists()  # never started
-    report = resnet("report", "res", "--json", cwd=tmp_path, timeout=120)
+    report = here("report", "res", "--json", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     status = {row["row"]: row["status"] for row in json_lines(report.stdout)}
     assert status["first"].startswith("incomplete"), status  # "second" left no directory to report
-    again = resnet(*args, cwd=tmp_path)
+    again = here(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert {row["status"] for row in json_lines(again.stdout)} == {"completed"}
     assert json.loads((first / "summary.json").read_text())["iterations"] == 3 * 2

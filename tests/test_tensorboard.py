@@ -12,7 +12,7 @@ from resnet_cli.training import schedule
 from resnet_cli.cli import app
 from resnet_cli.runs.writer import RunDir
 
-from processes import kill_at, resnet
+from processes import here, kill_at
 
 pytest.importorskip("tensorboard")  # in the dev extra, so CI has it
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
@@ -58,13 +58,13 @@ def run_spec(run: RunDir):
 
 @pytest.mark.slow
 def test_kill_and_resume_continues_the_curves_with_each_step_once(tmp_path):
-    ref = resnet("train", *RUN, "--out", "ref", cwd=tmp_path)
+    ref = here("train", *RUN, "--out", "ref", cwd=tmp_path)
     assert ref.returncode == 0, ref.stderr
     kill_at(45, "train", *RUN, "--out", "run", cwd=tmp_path)
     killed = scalars(tmp_path / "run" / "tensorboard")
     assert (40, pytest.approx(dict(scalars(tmp_path / "ref" / "tensorboard")["train/loss"])[40])) in \
         killed["train/loss"], "the killed run had written past its checkpoint (30): the case under test"
-    res = resnet("train", "--resume", "run", cwd=tmp_path)
+    res = here("train", "--resume", "run", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert len(list((tmp_path / "run" / "tensorboard").iterdir())) == 2  # the resumed writer's own file
     want, got = scalars(tmp_path / "ref" / "tensorboard"), scalars(tmp_path / "run" / "tensorboard")

@@ -173,8 +173,9 @@ def test_a_busy_machine_gets_a_warning_and_the_json_records_it(in_tmp, monkeypat
     """With more threads than the cores left free, rates understate the machine (two threads on two
     busy cores measured slower than one, docs/bench.md): bench says so on stderr and in the JSON."""
     from resnet_cli.bench import contention
+    from resnet_cli.training import cpu_threads
 
-    monkeypatch.setattr(contention, "_loadavg", lambda: [6.0, 5.0, 4.0])  # a faked busy machine
+    monkeypatch.setattr(cpu_threads, "load_1min", lambda: 6.0)  # a faked busy machine
     monkeypatch.setattr(contention, "cores", lambda: 4)
     r = invoke("bench", *TINY, "--data-only", "--threads", 2, "--json")
     assert r.exit_code == 0, r.stderr
@@ -196,6 +197,27 @@ def test_competition_is_judged_against_the_free_cores(monkeypatch, threads, load
     monkeypatch.setattr(contention, "cores", lambda: 4 if threads else 2)
     got = contention.competes(threads, load_1min=load, contention={"other_cores": other} if other else None)
     assert (got is not None) == warns, got
+
+
+def test_others_use_is_our_cores_busy_time_less_our_own_over_the_wall_time(monkeypatch):
+    """Hand count: our cores were busy 30 s (1,000 -> 1,030) in 10 s of wall time, 5 of them ours
+    (our process and the measurement child it waited for): others used 2.5 cores. The cores and the
+    busy time are read as `run.threads: auto` reads them, on the CPUs of our affinity mask."""
+    from resnet_cli.bench import contention
+
+    from types import SimpleNamespace
+
+    clock, busy, own, asked = iter([100.0, 110.0, 200.0, 201.0]), iter([1000.0, 1030.0]), iter([7.0, 12.0, 0, 0]), []
+    monkeypatch.setattr(contention, "time", SimpleNamespace(time=lambda: next(clock)))  # this module's clock only
+    monkeypatch.setattr(contention, "busy_seconds", lambda cpus: asked.append(cpus) or next(busy))
+    monkeypatch.setattr(contention, "_own_seconds", lambda: next(own))
+    monkeypatch.setattr(contention, "our_cpus", lambda: {0, 1, 2})
+    monkeypatch.setattr(contention, "usable_cores", lambda: 3)
+    got = contention.Contention().stop()
+    assert (got["wall_s"], got["cores"], got["own_cores"], got["other_cores"]) == (10.0, 3, 0.5, 2.5)
+    assert asked == [{0, 1, 2}, {0, 1, 2}]
+    monkeypatch.setattr(contention, "busy_seconds", lambda cpus: None)  # no /proc/stat: no figure
+    assert "other_cores" not in contention.Contention().stop()
 
 
 @pytest.mark.slow

@@ -53,7 +53,7 @@ def test_a_cgroup_quota_caps_the_cores(monkeypatch):
 def test_others_use_is_the_cores_busy_time_less_our_own(monkeypatch):
     # By hand: 3.0 s of busy time on our CPUs over 2.0 s of wall time, 1.0 s of it ours: 1.0 core.
     ticks, own, clock = iter([10.0, 13.0]), iter([5.0, 6.0]), iter([100.0, 102.0])
-    monkeypatch.setattr(T, "_busy_ticks", lambda cpus: next(ticks))
+    monkeypatch.setattr(T, "busy_seconds", lambda cpus: next(ticks))
     monkeypatch.setattr(T, "own_cpu_seconds", lambda: next(own))
     monkeypatch.setattr(T.time, "monotonic", lambda: next(clock))
     assert T.Others().busy() == pytest.approx(1.0)

@@ -1,4 +1,7 @@
-"""What else ran on the machine while we measured (from /proc; empty figures where it is absent)."""
+"""What else ran on the machine while we measured (from /proc; empty figures where it is absent).
+
+The cores, the load and the busy time are read as `run.threads: auto` reads them
+(training/cpu_threads.py), so a warning here and a thread count there judge the same machine."""
 
 from __future__ import annotations
 
@@ -7,23 +10,28 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..training.cpu_threads import busy_seconds, our_cpus, usable_cores
+
+
 class Contention:
-    """CPU used by other processes during a measurement: the machine-wide busy time from
-    /proc/stat minus our own (this process and its waited-for descendants), plus the busiest
-    long-lived other processes by name. Empty figures where /proc is absent."""
+    """CPU used by other processes during a measurement: the busy time of our cores from
+    /proc/stat minus our own, plus the busiest long-lived other processes by name. Empty figures
+    where /proc is absent. Our own is this process and its waited-for descendants (getrusage), not
+    cpu_threads' live children: a measurement's child has ended, and been waited for, by `stop`."""
 
     def __init__(self) -> None:
         self.t0 = time.time()
-        self.busy0 = _busy_seconds()
+        self.cpus = our_cpus()
+        self.busy0 = busy_seconds(self.cpus)
         self.own0 = _own_seconds()
         self.procs0 = _proc_seconds()
         self.load0 = _loadavg()
 
     def stop(self) -> dict[str, Any]:
         wall = max(time.time() - self.t0, 1e-9)
-        out: dict[str, Any] = {"wall_s": round(wall, 1), "cores": os.cpu_count(), "loadavg_start": self.load0,
+        out: dict[str, Any] = {"wall_s": round(wall, 1), "cores": cores(), "loadavg_start": self.load0,
                                "loadavg_end": _loadavg()}
-        busy = _busy_seconds()
+        busy = busy_seconds(self.cpus)
         if busy is not None and self.busy0 is not None:
             own = _own_seconds() - self.own0
             out["own_cores"] = round(own / wall, 2)
@@ -42,12 +50,8 @@ class Contention:
 
 
 def cores() -> int:
-    return os.cpu_count() or 1
-
-
-def loadavg_1min() -> float | None:
-    load = _loadavg()
-    return load[0] if load else None
+    """The cores a measurement may use: the affinity mask capped by a cgroup quota."""
+    return usable_cores()
 
 
 def competes(threads: int | str, load_1min: float | None = None, contention: dict[str, Any] | None = None) -> str | None:
@@ -70,16 +74,6 @@ def competes(threads: int | str, load_1min: float | None = None, contention: dic
         return None
     return (f"other work competes for the cores ({why}): {n} threads then wait on each other and the rates "
             "understate this machine; rerun with --threads 1")
-
-
-def _busy_seconds() -> float | None:
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return None
-    ticks = [int(x) for x in fields]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
-    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _own_seconds() -> float:

@@ -13,7 +13,7 @@ from ..bench import contention
 from ..bench import stack as stack_mod
 from ..cli import command
 from ..errors import FAILED, UserError
-from ..training import runtime
+from ..training import cpu_threads, runtime
 from . import common
 
 Steps = Annotated[Optional[int], typer.Option(
@@ -92,7 +92,7 @@ def bench(
     console = output.stderr()
     progress = console.print
     variants = bench_mod.variants_from(vary or [])  # bad input is refused before any warning
-    load = contention.loadavg_1min()
+    load = cpu_threads.load_1min()
     warnings = [w for w in [contention.competes(spec.run.threads, load_1min=load)] if w and not busy]
     for w in warnings:  # before measuring: minutes may be saved by stopping now
         console.print(f"[yellow]warning[/]: {w}")

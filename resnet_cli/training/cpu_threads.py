@@ -81,13 +81,18 @@ def _n(threads: int) -> str:
 
 # --- measuring the machine -------------------------------------------------------------------
 
+def our_cpus() -> set[int]:
+    """The CPUs this process may run on: its affinity mask (every CPU where the platform has none)."""
+    try:
+        return os.sched_getaffinity(0)
+    except AttributeError:  # not Linux
+        return set(range(os.cpu_count() or 1))
+
+
 def usable_cores() -> int:
     """CPUs in this process's affinity mask, capped by its cgroup's CPU quota (a container's
     `--cpus 2` on a 16-core host is 2)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+    cores = len(our_cpus())
     quota = _cgroup_quota()
     return max(1, min(cores, math.floor(quota))) if quota else cores
 
@@ -108,8 +113,8 @@ def _cgroup_quota() -> float | None:
         return None
 
 
-def _busy_ticks(cpus: set[int]) -> float | None:
-    """Seconds of non-idle time on these CPUs since boot (/proc/stat's per-CPU lines)."""
+def busy_seconds(cpus: set[int]) -> float | None:
+    """Seconds of non-idle time on these CPUs since boot (/proc/stat's per-CPU lines; None without it)."""
     try:
         lines = Path("/proc/stat").read_text().splitlines()
     except OSError:
@@ -149,15 +154,12 @@ class Others:
     busy time on those CPUs less our own."""
 
     def __init__(self) -> None:
-        try:
-            self.cpus = os.sched_getaffinity(0)
-        except AttributeError:
-            self.cpus = set(range(os.cpu_count() or 1))
-        self.t0, self.busy0, self.own0 = time.monotonic(), _busy_ticks(self.cpus), own_cpu_seconds()
+        self.cpus = our_cpus()
+        self.t0, self.busy0, self.own0 = time.monotonic(), busy_seconds(self.cpus), own_cpu_seconds()
 
     def busy(self) -> float | None:
         wall = time.monotonic() - self.t0
-        ticks = _busy_ticks(self.cpus)
+        ticks = busy_seconds(self.cpus)
         if ticks is None or self.busy0 is None or wall <= 0:
             return None
         return max(0.0, (ticks - self.busy0 - (own_cpu_seconds() - self.own0)) / wall)
@@ -172,6 +174,7 @@ def _pinned() -> int | None:
 
 
 def load_1min() -> float | None:
+    """The machine's 1-minute load average (None where the platform has none)."""
     try:
         return os.getloadavg()[0]
     except OSError:

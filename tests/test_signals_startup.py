@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from processes import ENV, TINY_STUDY, handled, resnet, spawn, start_paused
+from processes import ENV, TINY_STUDY, handled, here, resnet, spawn, start_paused
 
 pytestmark = pytest.mark.slow  # child processes and kills: `make test` runs them, `make test-quick` does not
 
@@ -38,7 +38,7 @@ def signal_at(pause: str, sig: int, args, cwd: Path) -> tuple[int, str]:
 
 
 def rerun_completes(args, cwd: Path) -> None:
-    res = resnet(*args, cwd=cwd)
+    res = here(*args, cwd=cwd)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[-1])["status"] == "completed"
 
@@ -113,7 +113,7 @@ def test_sigterm_while_an_ablate_worker_starts_its_run(tmp_path):
     assert "Traceback" not in err
     run = tmp_path / "abl" / "01-identity-s0"
     assert not (run / "spec.yaml").exists() and not (run / "checkpoint.pt").exists(), sorted(p.name for p in run.iterdir())
-    res = resnet(*args, cwd=tmp_path)
+    res = here(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     rows = [rec for line in res.stdout.splitlines() if line.strip() and (rec := json.loads(line))["event"] == "row"]
     assert [r["n"] for r in rows] == [1]

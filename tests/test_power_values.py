@@ -52,8 +52,9 @@ def test_each_studys_threshold_is_where_the_exact_test_starts_to_resolve_it(n, l
 def test_where_only_agreeing_seeds_resolve_the_threshold_is_minus_the_smallest_draw():
     """At level 2/2^n exactly (n = 5: 0.0625) only the pattern with every difference positive reaches
     it, so δ + z is resolved iff δ > -min(z)."""
-    got = power._exact_thresholds(5, 2 / 2 ** 5)
-    assert np.allclose(got, -draws(5).min(axis=1), rtol=1e-6, atol=1e-6)
+    for n in (5, 14):  # 14: the 1,000 studies take several chunks of the subsets' products
+        got = power._exact_thresholds(n, 2 / 2 ** n)
+        assert np.allclose(got, -draws(n).min(axis=1), rtol=1e-6, atol=1e-6), n
     assert np.isinf(power._exact_thresholds(5, 0.06)).all()  # just below it: no pattern reaches it
 
 
@@ -89,6 +90,7 @@ def test_above_sixteen_seeds_the_threshold_is_where_the_normal_ratio_reaches_its
 def test_too_few_seeds_have_no_power_and_no_gap():
     assert power.power(5, 50.0) == 0.0 and power.power(6, 50.0) == 1.0  # 2/2^5 > 5% >= 2/2^6
     assert power.power(0, 50.0) == 0.0 and power.gap_at(0) is None and power.gap_at(5) is None
+    assert power.gap_at(6) is not None and power.seeds_for(10.0) == 6  # one claim: 6 seeds can
     assert power.power(6, 50.0, 0) == 1.0  # a family of none is a family of one
 
 
@@ -99,14 +101,19 @@ def test_the_gap_at_n_is_the_smallest_with_80_percent_power():
 
 
 def test_seeds_for_is_the_first_n_from_the_familys_floor_with_80_percent_power():
-    for gap, family in ((1.0, 1), (1.5, 10), (2.0, 18)):
+    # the last: the gap 199 seeds resolve with 80% power, which no fewer do (the scan's last steps)
+    for gap, family in ((1.0, 1), (1.5, 10), (2.0, 18), (power.gap_at(199) + 1e-9, 1)):
         floor = evidence.seeds_to_resolve(family)
         want = next(n for n in range(floor, 201) if power.power(n, gap, family) >= 0.8)
-        assert power.seeds_for(gap, family) == want > floor, (gap, family)
+        assert power.seeds_for(gap, family) == want > floor, (gap, family, want)
     # where the floor itself already has the power, the answer is the floor
     assert power.seeds_for(10.0, 10) == evidence.seeds_to_resolve(10) == 9
     assert power.seeds_for(0.0) is None and power.seeds_for(-1.0) is None and power.seeds_for(float("nan")) is None
     assert power.seeds_for(0.05) is None  # about 3,000 seeds: more than 200
+    # 201 seeds would resolve this one with 80% power, and none of 6-200 does: the scan stops at 200
+    near = power.gap_at(201) + 1e-9
+    assert power.power(201, near) >= 0.8 > max(power.power(n, near) for n in range(6, 201))
+    assert power.seeds_for(near) is None
     assert power.count_str(None) == "more than 200" and power.count_str(12) == "12"
 
 
@@ -121,6 +128,10 @@ def test_seeds_needed_scales_the_measured_gap_by_the_sds_80_percent_interval():
     assert got["range"][0] <= got["estimate"] < got["range"][1]
     for nothing in ([1.0], [1.0, float("nan")], [2.0, 2.0, 2.0], [-1.0, -2.0, 0.5], [1.0, -1.0]):
         assert power.seeds_needed(nothing) is None, nothing
+    # two seeds are enough to plan from; a gap under one point is still a gap; one claim by default
+    wide = [1.0, 2.0, 3.0, 10.0]  # mean 4, sd 4.08: standardized gap 0.98
+    assert power.seeds_needed(wide)["estimate"] == power.seeds_for(4.0 / np.std(wide, ddof=1), 1) > 6
+    assert power.seeds_needed([1.0, 2.0]) is not None and power.seeds_needed([0.2, 0.4, 0.9]) is not None
 
 
 def test_the_plan_line_word_for_word():

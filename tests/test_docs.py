@@ -243,6 +243,16 @@ def test_landscape_and_ablate_rows():
     assert lines[5] == "| 3 | original (identity) | 2.50 | n < 3: no interval | 3.24 ± 0.50 (2) | 0.0119 | completed | 6.61 |"
     times = S.ablate_times_table([("shortcut", [ok, row], {"wall_s": 464.0, "cpu_user_s": 635.0, "load_1min": 3.0})])
     assert times.splitlines()[2] == "| `shortcut` | 2 rows x 3 seeds | **7.7 min** | 10.6 min | 3.0 |"
+    # the sized seeds' cost: 8 seeds one run at a time (600 s), then 12 stacked (690 s): 690 / 600 = 1.15
+    eight, twelve = {**ok, "seeds": list(range(8))}, {**ok, "seeds": list(range(12))}
+    afford = S.afford_table("shortcut", [
+        ([eight, eight], {"command": "resnet ablate shortcut --seeds 0..7", "wall_s": 600.0, "cpu_user_s": 1150.0,
+                          "load_1min": 2.1}),
+        ([twelve, twelve], {"command": "resnet ablate shortcut --stack 16", "wall_s": 690.0, "cpu_user_s": 1300.0,
+                            "load_1min": 2.0})]).splitlines()
+    assert afford[2] == "| `shortcut` | 2 rows x 8 seeds, one run at a time | **10.0 min** | 19.2 min | 2.1 |"
+    assert afford[3] == "| `shortcut` | 2 rows x 12 seeds, each row's seeds stacked | **11.5 min** | 21.7 min | 2.0 |"
+    assert "took **1.15x** the wall time of 8 seeds" in afford[5]
 
 
 def test_the_threads_table_gives_autos_rate_over_each_setting_under_the_same_load():

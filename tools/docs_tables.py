@@ -71,6 +71,12 @@ EXPORT_FORMATS = {"torchscript": "res26.pt", "onnx": "res26.onnx", "state_dict":
 VIT_STUDIES = ("transformer-ln", "transformer-shortcut")  # docs/vit.md; one job at a time (one core)
 # docs/normfree.md's study (Fixup, SkipInit, ReZero, stochastic depth), its table in ablate.md: two workers of one thread.
 NORM_STUDIES = ("normalisation",)
+# docs/bench.md, what the sized seeds cost: one quick study at its sized n (12 seeds here), each row's
+# seeds stacked, against the same study at 8 seeds trained one run at a time (the docs' runs before
+# the studies were sized), one after the other in one docs job. Its ResNet-110 rows are most of the
+# quick studies' time.
+AFFORD_STUDY = "shortcut"
+AFFORD_OUT = "runs/docs/afford"
 REPORT_FORMATS = {"csv": ("--format", "csv"), "pairs": ("--format", "csv", "--pairs"),
                   "markdown": ("--format", "markdown"), "latex": ("--format", "latex"),
                   "runs": ("--runs", "--format", "csv")}
@@ -188,6 +194,10 @@ def _jobs() -> dict[str, Job]:
                                             "--threads", "1", "--out", out, "--figure",
                                             f"docs/figures/ablate-{study}.png", "--json"),
                         fresh=(out,)))
+    for side, argv in (("separate", ("--seeds", "0..7")), ("stacked", ("--stack", "16"))):
+        out = f"{AFFORD_OUT}/{side}"
+        jobs.append(Job(f"afford-{side}", ("ablate", AFFORD_STUDY, "--preset", "quick", *argv, "--jobs", "2",
+                                           "--threads", "1", "--out", out, "--json"), fresh=(out,)))
     for init, fig in VIT_GRADNORM.items():
         jobs.append(Job(f"gradnorm-vit-{init}", ("gradnorm", "--base", "vit/digits-tiny", "-v", "post_ln", "-v", "pre_ln",
                                                  "--depth", "24", "--set", f"model.init={init}",
@@ -303,6 +313,10 @@ def _sections() -> list[Section]:
                          "for the four grids in the table"),
         Section("ablate-claims", "ablate.md", (), lambda o: S.claims_summary_table(
             [(s, *_declared(s), *_saved(f"ablate-{s}")) for s in (*STUDIES, *NORM_STUDIES)]), target="docs-studies"),
+        Section("bench-afford", "bench.md", ("afford-separate", "afford-stacked"),
+                lambda o: S.afford_table(AFFORD_STUDY, [(o[f"afford-{side}"], load(f"afford-{side}")[1])
+                                                        for side in ("separate", "stacked")]),
+                target="docs-studies"),
         Section("ablate-times", "ablate.md", tuple(f"ablate-{s}" for s in STUDIES),
                 lambda o: S.ablate_times_table([(s, o[f"ablate-{s}"], load(f"ablate-{s}")[1]) for s in STUDIES]),
                 target="docs-studies"),

@@ -24,6 +24,22 @@ def ablate_times_table(studies: list[tuple[str, list[dict[str, Any]], dict[str, 
     return md_table(["study", "runs", "wall time", "CPU time (user)", "1-minute load at the end"], rows)
 
 
+def afford_table(study: str, sides: list[tuple[list[dict[str, Any]], dict[str, Any]]]) -> str:
+    """One quick study at 8 seeds trained one run at a time, then at its sized n with each row's seeds
+    stacked: ([records, meta] of each side, in that order). The ratio is of the two wall times."""
+    rows = []
+    for records, meta in sides:
+        got = [r for r in records if r.get("event") == "row"]
+        seeds = max((len(r["seeds"]) for r in got), default=0)
+        how = "each row's seeds stacked" if "--stack" in meta["command"] else "one run at a time"
+        rows.append((f"`{study}`", f"{len(got)} rows x {seeds} seeds, {how}", f"**{duration(meta['wall_s'])}**",
+                     duration(meta["cpu_user_s"]), meta["load_1min"]))
+    (_, before), (_, after) = sides
+    return md_table(["study", "runs", "wall time", "CPU time (user)", "1-minute load at the end"], rows) + (
+        f"\nThe sized study, stacked, took **{after['wall_s'] / before['wall_s']:.2f}x** the wall time of 8 seeds "
+        "trained one run at a time, measured one after the other in one docs job.\n")
+
+
 def claims_summary_table(studies: list[tuple[str, int, int, list[dict[str, Any]] | None, dict[str, Any] | None]]) -> str:
     """What the digits studies show, one line each: (name, declared claims, sized seeds, the study's
     saved `resnet ablate --json` records or None, its meta). The counts are the study object's own

@@ -30,7 +30,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "results/study.py": ("tests/test_results.py", "tests/test_study_result.py"),
     "results/verdicts.py": ("tests/test_claims.py", "tests/test_verdicts_values.py"),
     "results/power.py": ("tests/test_claims.py", "tests/test_power_values.py"),
-    "sweep/budgets.py": ("tests/test_budgets.py",),
+    "sweep/budgets.py": ("tests/test_budgets.py", "tests/test_budgets_values.py"),
     "training/precise_bn.py": ("tests/test_precise_bn.py",),
     "analysis/lesion.py": ("tests/test_lesion.py",),
     "analysis/paths.py": ("tests/test_paths.py",),

@@ -69,12 +69,20 @@ def test_a_row_missing_at_a_budget_is_none_and_the_threshold_can_be_given(tmp_pa
     assert (b.errors, b.n) == ({1: 13.0, 2: None}, {1: 2, 2: 0})
     assert budgets.row_json(t, b)["test_error_median"] == {"1x": 13.0, "2x": None}
     assert a.iters_to is None and a.budget_to is None
-    # A study without a fail rule and no --threshold: no verdicts at all ("-").
-    (plain,) = budgets.build([table(1, [row(1, "a", [15.0])], fail_above=None)])
-    assert plain.threshold is None and plain.rows[0].verdict == "-" and plain.rows[0].errors == {1: 15.0}
+    # A study without a fail rule and no --threshold: no verdicts at all ("-"), every row still filled in.
+    (plain,) = budgets.build([table(1, [row(1, "a", [15.0]), row(2, "b", [])], fail_above=None),
+                              table(2, [row(1, "a", [9.0])], fail_above=None)])
+    assert plain.threshold is None and [r.verdict for r in plain.rows] == ["-", "-"]
+    assert [r.errors for r in plain.rows] == [{1: 15.0, 2: 9.0}, {1: None, 2: None}]  # b: no completed seed
+    assert plain.title == "He 2016b Table 1"
     # The first table that states a rule gives it.
     (ruled,) = budgets.build([table(1, [row(1, "a", [15.0])], fail_above=None), table(2, [row(1, "a", [9.0])], 12.0)])
     assert ruled.threshold == 12.0 and ruled.rows[0].verdict == "slow"
+    # a median exactly at the threshold has reached it; the JSON keeps four decimals
+    curve = [run(tmp_path, "x", {10: 12.0}), run(tmp_path, "y", {10: 12.0})]
+    (at,) = budgets.build([table(1, [row(1, "a", [13.123456], curve)], 13.123456)])
+    assert (at.rows[0].budget_to, at.rows[0].iters_to, at.rows[0].verdict) == (1, 10, "trains")
+    assert budgets.row_json(at, at.rows[0])["test_error_median"] == {"1x": 13.1235}
 
 
 def test_iterations_to_the_threshold_use_the_evaluations_every_completed_seed_has(tmp_path):
@@ -106,6 +114,19 @@ def test_the_terminal_table_word_for_word(tmp_path):
              or "1x1 conv" in line]
     assert cells == [["1", "identity", "12.50", "10.00", "9.00", "40 (1x)", "trains"],
                      ["2", "1x1 conv [b]", "80.00", "-", "70.00", "-", "falling"]]
+    # In colour: the verdicts in theirs, the header bold; numbers right-aligned ("-" under "80.00").
+    buf = io.StringIO()
+    Console(file=buf, width=250, color_system="standard", force_terminal=True).print(budgets.render(t))
+    coloured = buf.getvalue()
+    assert "\x1b[32mtrains\x1b[0m" in coloured and "\x1b[33mfalling\x1b[0m" in coloured
+    assert "\x1b[1m" in coloured.split("identity")[0]  # the header, above the first row
+    lines = text.splitlines()
+    col = lines[[i for i, line in enumerate(lines) if "1x1 conv" in line][0]].split("│")
+    assert col[4].endswith(" - ") and col[4].strip() == "-" and len(col[4]) > 5  # right-aligned in its column
+    assert col[1].endswith(" 2 ") or col[1].strip() == "2"
+    narrow = io.StringIO()
+    Console(file=narrow, width=70, color_system=None).print(budgets.render(t))
+    assert "40 (1x)" in narrow.getvalue() and "falling" in narrow.getvalue()  # never wrapped
     t.threshold = None
     buf = io.StringIO()
     Console(file=buf, width=250, color_system=None).print(budgets.render(t))
@@ -133,6 +154,7 @@ def test_verdicts_at_their_edges():
     assert budgets.verdict({1: 20.01, 2: 20.0}, 20.0) == "slow"
     assert budgets.verdict({1: 30.0, 2: 28.0}, 20.0) == "falling"  # exactly FALLING points lower
     assert budgets.verdict({1: 30.0}, 20.0) == "fails"  # one budget cannot fall
+    assert budgets.verdict({1: 30.0, 2: 29.0, 4: 27.0}, 20.0) == "falling"  # the largest budget against the smallest
     assert budgets.verdict({1: None, 2: 15.0}, 20.0) == "slow"  # 2x is measured and under
     assert budgets.verdict({}, 20.0) == "incomplete"
 

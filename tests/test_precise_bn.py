@@ -214,3 +214,45 @@ def test_eval_recalibrate_bn_reports_both_figures_and_keeps_the_runs_own(residua
 def test_bn_batches_without_recalibrate_bn_is_one_line(residual8_run):
     r = CliRunner().invoke(app, ["eval", str(residual8_run), "--bn-batches", "3"])
     assert r.exit_code == 2 and "only with --recalibrate-bn" in r.stderr and "Traceback" not in r.stderr
+
+
+# -- the stream of batches it reads ------------------------------------------------------------
+
+class Recorder:
+    """Batches whose epochs hold two batches each, recording which epochs were asked for."""
+
+    def __init__(self):
+        self.asked = []
+
+    def epoch(self, e):
+        self.asked.append(e)
+        return [(torch.full((1,), 10.0 * e + i), None) for i in range(2)]
+
+
+def test_the_stream_reads_epochs_0_1_2_in_turn_and_stops_at_n():
+    from resnet_cli.training.precise_bn import stream
+
+    rec = Recorder()
+    assert [x.item() for x, _ in stream(rec, 5)] == [0.0, 1.0, 10.0, 11.0, 20.0]
+    assert rec.asked == [0, 1, 2]
+    assert list(stream(Recorder(), 0)) == []
+
+
+def test_its_batches_are_the_runs_augmentation_padding_cutout_and_shard_on_a_seed_of_their_own():
+    """The recalibration draws as training draws (the spec's batch size, augmentation, padding,
+    Cutout, this rank's shard) from the run's seed mixed with its own tag (4), so training's stream
+    (tags 1-3) never moves; shared trainer batches keep their tensors and get that seed too."""
+    from resnet_cli import data as data_mod
+    from resnet_cli.data.order import mix
+    from resnet_cli.training.precise_bn import train_batches
+
+    spec = S.load(None, sets=["data.dataset=digits", "data.augment=crop_flip", "data.pad=3", "data.cutout=2",
+                              "optim.batch_size=16", "run.seed=7"])
+    data = data_mod.load(spec.data)
+    got = train_batches(data, spec, "cpu", shard=(1, 2))
+    assert (got.batch_size, got.augment, got.pad, got.cutout, got.shard) == (16, "crop_flip", 3, 2, (1, 2))
+    assert got.seed == mix(7, 4) != mix(7)
+    trainer_batches = data_mod.batches_for(data, "train", 16, "crop_flip", 3, "cpu", 123)
+    twin = train_batches(data, spec, "cpu", batches=trainer_batches)
+    assert twin is not trainer_batches and twin.x is trainer_batches.x and trainer_batches.seed == 123
+    assert twin.seed == mix(7, 4)

@@ -98,7 +98,8 @@ def test_iterations_to_the_threshold_use_the_evaluations_every_completed_seed_ha
 def test_the_terminal_table_word_for_word(tmp_path):
     t = budgets.BudgetTable("shortcut", "He 2016b Table 1", "quick", 20.0, [1, 2, 4], [
         budgets.BudgetRow(1, "identity", {1: 12.5, 2: 10.0, 4: 9.0}, {}, 40, 1, "trains"),
-        budgets.BudgetRow(2, "1x1 conv [b]", {1: 80.0, 2: None, 4: 70.0}, {}, None, None, "falling")])
+        budgets.BudgetRow(2, "1x1 conv [b]", {1: 80.0, 2: None, 4: 70.0}, {}, None, None, "falling"),
+        budgets.BudgetRow(12, "no rule", {1: 5.0, 2: 4.0, 4: 3.0}, {}, None, None, "-")])
     buf = io.StringIO()
     Console(file=buf, width=250, color_system=None).print(budgets.render(t))
     text = buf.getvalue()
@@ -114,12 +115,16 @@ def test_the_terminal_table_word_for_word(tmp_path):
              or "1x1 conv" in line]
     assert cells == [["1", "identity", "12.50", "10.00", "9.00", "40 (1x)", "trains"],
                      ["2", "1x1 conv [b]", "80.00", "-", "70.00", "-", "falling"]]
+    last = next(line for line in text.splitlines() if "no rule" in line).split("│")
+    assert last[1] == " 12 " and last[-2].strip() == "-"  # an unstyled verdict is printed as it is
+    first = next(line for line in text.splitlines() if "identity" in line).split("│")
+    assert first[1] == "  1 " and first[6].endswith(" 40 (1x) ") and first[6].startswith("   ")  # right-aligned
     # In colour: the verdicts in theirs, the header bold; numbers right-aligned ("-" under "80.00").
     buf = io.StringIO()
     Console(file=buf, width=250, color_system="standard", force_terminal=True).print(budgets.render(t))
     coloured = buf.getvalue()
     assert "\x1b[32mtrains\x1b[0m" in coloured and "\x1b[33mfalling\x1b[0m" in coloured
-    assert "\x1b[1m" in coloured.split("identity")[0]  # the header, above the first row
+    assert "\x1b[1m #\x1b[0m" in coloured and "\x1b[1miters to ≤ 20%\x1b[0m" in coloured  # the header, bold
     lines = text.splitlines()
     col = lines[[i for i, line in enumerate(lines) if "1x1 conv" in line][0]].split("│")
     assert col[4].endswith(" - ") and col[4].strip() == "-" and len(col[4]) > 5  # right-aligned in its column

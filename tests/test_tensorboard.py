@@ -3,6 +3,7 @@ TensorBoard's EventAccumulator, and a run killed and resumed continues the same 
 step once and none missing."""
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,13 @@ def test_kill_and_resume_continues_the_curves_with_each_step_once(tmp_path):
     killed = scalars(tmp_path / "run" / "tensorboard")
     assert (40, pytest.approx(dict(scalars(tmp_path / "ref" / "tensorboard")["train/loss"])[40])) in \
         killed["train/loss"], "the killed run had written past its checkpoint (30): the case under test"
+    # TensorBoard reads event files in name order, the start second first: date the killed writer's
+    # file one second ahead, as a kill within the resume's second (or on a node whose clock runs ahead)
+    # would, so the resumed writer's file must still come to sort after it.
+    (old,) = (tmp_path / "run" / "tensorboard").iterdir()
+    parts = old.name.split(".")
+    parts[3] = f"{int(time.time()) + 1:010d}"
+    old.rename(old.with_name(".".join(parts)))
     res = here("train", "--resume", "run", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert len(list((tmp_path / "run" / "tensorboard").iterdir())) == 2  # the resumed writer's own file
@@ -119,3 +127,15 @@ def test_gate_means_and_precise_bn_figures_are_curves_too(tmp_path):
         assert tb[f"gate/{unit}"] == [(m["iter"], pytest.approx(m["gate_mean"][unit], rel=1e-6)) for m in epochs]
     assert tb["epoch/test_error_precise_bn"] == [(m["iter"], pytest.approx(m["test_error_precise_bn"], rel=1e-6))
                                                  for m in epochs]
+
+
+def test_an_event_file_dated_far_ahead_is_named_not_waited_for(tmp_path, capsys):
+    from resnet_cli.training.tensorboard_log import _wait_to_sort_last
+
+    ahead = int(time.time()) + 100  # another node's clock, 100 s ahead: no sleep can fix the order
+    (tmp_path / f"events.out.tfevents.{ahead:010d}.other-node.7.0").write_bytes(b"")
+    start = time.monotonic()
+    _wait_to_sort_last(tmp_path)
+    assert time.monotonic() - start < 1.0
+    err = capsys.readouterr().err
+    assert "dated 100 s ahead" in err or "dated 99 s ahead" in err  # 99: the second turned, err

@@ -13,14 +13,22 @@ killed process may have written some of them already. The new writer starts with
 TensorBoard's own mechanism (a SessionLog START): readers drop every earlier event from step c + 1 on,
 so each curve goes on from the checkpoint with every step once. Events are flushed at every sync,
 before a checkpoint can be saved, so nothing up to the checkpoint is lost to a kill either.
+
+That START only works if readers meet the new file after the old one. TensorBoard reads a
+directory's event files in name order, and a name is `events.out.tfevents.SECOND.HOST.PID.N`: a
+writer started within the killed writer's second by a lower pid (a resume in a long-lived process,
+a requeue on another node) would sort first, and the old file read after it would undo the purge.
+So a writer waits, if it must, for the second after the newest file's (`_wait_to_sort_last`).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from .callbacks import Callback
+from .. import output
 from ..errors import UserError
 
 # Epoch record fields -> tags; `iter`, `epoch` and `elapsed_s` are the axes, not curves.
@@ -37,6 +45,29 @@ def check_installed() -> None:
                         "(or turn it off: --set train.tensorboard=false)") from None
 
 
+# Longest wait for a clock behind the newest file's: past this the clocks disagree (another node's),
+# and the curves may show the killed attempt's steps after the checkpoint; a diagnostic says so.
+MAX_WAIT_S = 2.0
+
+
+def _wait_to_sort_last(log_dir: Path) -> None:
+    """Sleep until a new event file's name (its start second first) sorts after every file already
+    in `log_dir`, so TensorBoard reads this attempt's purge after the attempts it replaces."""
+    seconds = []
+    for p in log_dir.glob("events.out.tfevents.*"):
+        stamp = p.name.split(".")[3]
+        if stamp.isdigit():
+            seconds.append(int(stamp))
+    if not seconds:
+        return
+    wait = max(seconds) + 1 - time.time()  # the name holds the start time truncated to the second
+    if wait > MAX_WAIT_S:
+        output.info(f"resnet: warning: {log_dir}: an event file there is dated {max(seconds) - int(time.time())} s ahead of this clock; TensorBoard "
+                    "may show the interrupted attempt's steps after the checkpoint (metrics.jsonl is unaffected)")
+    elif wait > 0:
+        time.sleep(wait)
+
+
 class TensorBoardCallback(Callback):
     def __init__(self, log_dir: Path):
         check_installed()  # before the run trains anything
@@ -46,6 +77,7 @@ class TensorBoardCallback(Callback):
     def on_start(self, t) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
+        _wait_to_sort_last(self.log_dir)
         # Step 0 is never logged, so a fresh run's purge_step 1 only drops leftovers of an attempt
         # that never reached a checkpoint.
         self.writer = SummaryWriter(str(self.log_dir), purge_step=t.p.iteration + 1)

@@ -32,7 +32,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "results/power.py": ("tests/test_claims.py", "tests/test_power_values.py"),
     "sweep/budgets.py": ("tests/test_budgets.py", "tests/test_budgets_values.py"),
     "training/precise_bn.py": ("tests/test_precise_bn.py",),
-    "analysis/lesion.py": ("tests/test_lesion.py",),
+    "analysis/lesion.py": ("tests/test_lesion.py", "tests/test_lesion_values.py"),
     "analysis/paths.py": ("tests/test_paths.py",),
     "analysis/landscape.py": ("tests/test_landscape.py",),
 }

@@ -78,7 +78,7 @@ def describe_units(trained: Trained) -> list[dict]:
     rows = []
     for i, unit in enumerate(trained.model.units):
         how = "branch->0" if has_shortcut(unit) else ("unit->identity" if can_delete(unit) else None)
-        rows.append({"unit": i + 1, "name": names[i], "stage": stage_of[i] if i < len(stage_of) else None,
+        rows.append({"unit": i + 1, "name": names[i], "stage": stage_of[i],
                      "in_channels": unit.in_channels, "out_channels": unit.out_channels, "stride": unit.stride,
                      "downsampling": changes_shape(unit), "deletable": how is not None, "deletion": how})
     return rows

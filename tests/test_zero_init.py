@@ -18,10 +18,10 @@ ZEROED = {"original": nn.BatchNorm2d, "relu_preact": nn.BatchNorm2d,
           "bn_after_add": nn.Conv2d, "full_preact": nn.Conv2d}
 
 
-def build(unit, zero, block="basic", seed=0):
+def build(unit, zero, block="basic", seed=0, norm="batch"):
     torch.manual_seed(seed)
     s = S.resolve(S.validate({"model": {"family": "digits", "depth": 8, "block": block, "unit": unit,
-                                        "widths": [4], "zero_init_last_bn": zero}}))
+                                        "widths": [4], "zero_init_last_bn": zero, "norm": norm}}))
     return build_model(s.model, 1, 10)
 
 
@@ -66,6 +66,20 @@ def test_every_zero_init_unit_starts_as_its_shortcut(unit):
                 assert torch.equal(seen[id(u)], x)
                 checked += 1
     assert checked >= 2  # depth 8: three units, the first shares its pre-activation
+
+
+@pytest.mark.parametrize("norm", ["none", "fixup"])
+@pytest.mark.parametrize("unit", list(ZEROED))
+def test_a_branch_without_bn_starts_at_zero_through_its_last_conv(unit, norm):
+    """With no BN in the net (model.norm none, or Fixup's), every ordering's branch ends in its last
+    conv (He 2016b Fig. 4 with the BNs taken out): that weight is zeroed, and the branch outputs 0."""
+    model = build(unit, True, norm=norm)
+    x = torch.randn(4, 4, 8, 8)
+    for u in model.units:
+        convs = [m for m in u.branch.modules() if isinstance(m, nn.Conv2d)]
+        assert not any(isinstance(m, nn.BatchNorm2d) for m in u.branch.modules())
+        assert torch.count_nonzero(convs[-1].weight) == 0 and torch.count_nonzero(convs[0].weight) > 0
+        assert torch.count_nonzero(u.branch(x)) == 0
 
 
 @pytest.mark.parametrize("unit", list(ZEROED))

@@ -14,28 +14,28 @@ from resnet_cli.results.markdown import ablate_order, ablate_table, claims_readi
 
 # --- resnet ablate -----------------------------------------------------------------------------
 
+TIMES = ["study", "runs", "wall time", "CPU time (user)", "1-minute load at the end"]
+
+
+def _times_row(name: str, records: list[dict[str, Any]], meta: dict[str, Any], how: str = "") -> tuple:
+    """One study's line of a wall-time table: its rows x seeds (and `how` they trained), its times, the load."""
+    got = [r for r in records if r.get("event") == "row"]
+    seeds = max((len(r["seeds"]) for r in got), default=0)
+    return (f"`{name}`", f"{len(got)} rows x {seeds} seed{'s' if seeds != 1 else ''}{how}",
+            f"**{duration(meta['wall_s'])}**", duration(meta["cpu_user_s"]), meta["load_1min"])
+
+
 def ablate_times_table(studies: list[tuple[str, list[dict[str, Any]], dict[str, Any]]]) -> str:
-    rows = []
-    for name, records, meta in studies:
-        got = [r for r in records if r.get("event") == "row"]
-        seeds = max((len(r["seeds"]) for r in got), default=0)
-        rows.append((f"`{name}`", f"{len(got)} rows x {seeds} seed{'s' if seeds != 1 else ''}", f"**{duration(meta['wall_s'])}**",
-                     duration(meta["cpu_user_s"]), meta["load_1min"]))
-    return md_table(["study", "runs", "wall time", "CPU time (user)", "1-minute load at the end"], rows)
+    return md_table(TIMES, [_times_row(name, records, meta) for name, records, meta in studies])
 
 
 def afford_table(study: str, sides: list[tuple[list[dict[str, Any]], dict[str, Any]]]) -> str:
     """One quick study at 8 seeds trained one run at a time, then at its sized n with each row's seeds
     stacked: ([records, meta] of each side, in that order). The ratio is of the two wall times."""
-    rows = []
-    for records, meta in sides:
-        got = [r for r in records if r.get("event") == "row"]
-        seeds = max((len(r["seeds"]) for r in got), default=0)
-        how = "each row's seeds stacked" if "--stack" in meta["command"] else "one run at a time"
-        rows.append((f"`{study}`", f"{len(got)} rows x {seeds} seeds, {how}", f"**{duration(meta['wall_s'])}**",
-                     duration(meta["cpu_user_s"]), meta["load_1min"]))
+    rows = [_times_row(study, records, meta, ", each row's seeds stacked" if "--stack" in meta["command"]
+                       else ", one run at a time") for records, meta in sides]
     (_, before), (_, after) = sides
-    return md_table(["study", "runs", "wall time", "CPU time (user)", "1-minute load at the end"], rows) + (
+    return md_table(TIMES, rows) + (
         f"\nThe sized study, stacked, took **{after['wall_s'] / before['wall_s']:.2f}x** the wall time of 8 seeds "
         "trained one run at a time, measured one after the other in one docs job.\n")
 

@@ -129,9 +129,21 @@ def test_the_terminal_table_word_for_word(tmp_path):
     col = lines[[i for i, line in enumerate(lines) if "1x1 conv" in line][0]].split("│")
     assert col[4].endswith(" - ") and col[4].strip() == "-" and len(col[4]) > 5  # right-aligned in its column
     assert col[1].endswith(" 2 ") or col[1].strip() == "2"
-    narrow = io.StringIO()
-    Console(file=narrow, width=70, color_system=None).print(budgets.render(t))
-    assert "40 (1x)" in narrow.getvalue() and "falling" in narrow.getvalue()  # never wrapped
+    for width in (70, 62):  # narrow: headers wrap, labels fold, every value and verdict whole on its row's line
+        narrow = io.StringIO()
+        Console(file=narrow, width=width, color_system=None).print(budgets.render(t))
+        got = {}
+        for line in narrow.getvalue().splitlines():
+            cells = [c.strip() for c in line.split("│")[1:-1]]
+            if cells and cells[0]:
+                got[cells[0]] = cells
+            elif cells and cells[1] and got:
+                got[list(got)[-1]][1] += " " + cells[1]  # a folded label's next line
+        assert max(len(line) for line in narrow.getvalue().splitlines()) <= width
+        assert got["1"][2:] == ["12.50", "10.00", "9.00", "40 (1x)", "trains"], (width, narrow.getvalue())
+        assert got["2"][2:] == ["80.00", "-", "70.00", "-", "falling"] and got["12"][2:] == ["5.00", "4.00", "3.00",
+                                                                                            "-", "-"]
+        assert [got[k][1].replace(" ", "") for k in ("1", "2", "12")] == ["identity", "1x1conv[b]", "norule"]
     t.threshold = None
     buf = io.StringIO()
     Console(file=buf, width=250, color_system=None).print(budgets.render(t))

@@ -198,15 +198,20 @@ def render(table: BudgetTable):
                              f"{rule} at {table.budgets[0]}x; slow: only at a larger budget; falling: at none, but the error "
                              f"fell by {FALLING:g}+ points with the budget; fails: at none, and it did not fall"),
               header_style="bold")
-    t.add_column("#", justify="right")
-    t.add_column("row")
+    cells = [(str(row.index), escape(row.row), *(output.fmt(row.errors[b]) for b in table.budgets),
+              "-" if row.iters_to is None else f"{row.iters_to} ({row.budget_to}x)", row.verdict) for row in table.rows]
+    # On a narrow terminal the headers wrap and the labels fold, but no other column shrinks below its
+    # widest value: a number or a verdict is never cut, and the row number and label never vanish
+    # (which they did, squeezed out by no-wrap columns, under about 70 columns). The whole table needs
+    # about 60; on a narrower terminal its right edge is cut.
+    fits = lambda j: max([1, *(len(c[j]) for c in cells)])  # noqa: E731
+    t.add_column("#", justify="right", no_wrap=True, min_width=fits(0))
+    t.add_column("row", overflow="fold", min_width=6)
     for i, b in enumerate(table.budgets):
-        t.add_column(f"{b}x: test err %" if i == 0 else f"{b}x", justify="right", no_wrap=True)
-    t.add_column(f"iters to ≤ {rule}", justify="right", no_wrap=True)
-    t.add_column("slow or fails", no_wrap=True)
-    for row in table.rows:
+        t.add_column(f"{b}x: test err %" if i == 0 else f"{b}x", justify="right", min_width=fits(2 + i))
+    t.add_column(f"iters to ≤ {rule}", justify="right", min_width=fits(2 + len(table.budgets)))
+    t.add_column("slow or fails", min_width=fits(3 + len(table.budgets)))
+    for row, cell in zip(table.rows, cells):
         style = _STYLE.get(row.verdict, "")
-        t.add_row(str(row.index), escape(row.row), *(output.fmt(row.errors[b]) for b in table.budgets),
-                  "-" if row.iters_to is None else f"{row.iters_to} ({row.budget_to}x)",
-                  f"[{style}]{row.verdict}[/]" if style else row.verdict)
+        t.add_row(*cell[:-1], f"[{style}]{row.verdict}[/]" if style else row.verdict)
     return t

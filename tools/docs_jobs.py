@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from resnet_cli.training import cpu_threads
+
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "runs" / "docs"
 JSON_DIR = WORK / "json"
@@ -68,6 +70,14 @@ def _commit() -> str:
     return (out.stdout.strip() or "unknown") + ("+changes" if dirty else "")
 
 
+def other_cores(busy_before: float | None, busy_after: float | None, ours_s: float, wall_s: float) -> float | None:
+    """Cores other work kept busy, on average, while a job ran: the machine's busy CPU time over the
+    job (/proc/stat) less the job's own, over its wall time. What a wall time was measured beside."""
+    if busy_before is None or busy_after is None or wall_s <= 0:
+        return None
+    return round(max(0.0, busy_after - busy_before - ours_s) / wall_s, 2)
+
+
 def run_job(job: Job) -> bool:
     """Run one command, keep its stdout and a meta record; False (with the reason on stderr) if it failed."""
     for rel in job.fresh:
@@ -76,11 +86,12 @@ def run_job(job: Job) -> bool:
     cmd = [sys.executable, "-m", "resnet_cli", *job.argv]
     env = dict(os.environ, COLUMNS="100", NO_COLOR="1")
     print(f"docs: resnet {' '.join(job.argv)}", file=sys.stderr, flush=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpus = cpu_threads.our_cpus()
+    before, busy_before = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_threads.busy_seconds(cpus)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after, busy_after = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_threads.busy_seconds(cpus)
     if proc.returncode != 0:
         print(f"docs: {job.name} failed (exit {proc.returncode}); its sections keep their old text", file=sys.stderr)
         return False
@@ -89,6 +100,8 @@ def run_job(job: Job) -> bool:
     meta = {"command": "resnet " + " ".join(job.argv), "wall_s": round(wall, 1), "threads": threads_of(job.argv),
             "cpu_user_s": round(after.ru_utime - before.ru_utime, 1), "machine": machine(), "commit": _commit(),
             "load_1min": round(os.getloadavg()[0], 1),
+            "other_cores": other_cores(busy_before, busy_after, after.ru_utime + after.ru_stime
+                                       - before.ru_utime - before.ru_stime, wall),
             "finished": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")}
     (JSON_DIR / f"{job.name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return True

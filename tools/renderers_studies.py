@@ -32,10 +32,11 @@ def ablate_times_table(studies: list[tuple[str, list[dict[str, Any]], dict[str, 
 def afford_table(study: str, sides: list[tuple[list[dict[str, Any]], dict[str, Any]]]) -> str:
     """One quick study at 8 seeds trained one run at a time, then at its sized n with each row's seeds
     stacked: ([records, meta] of each side, in that order). The ratio is of the two wall times."""
-    rows = [_times_row(study, records, meta, ", each row's seeds stacked" if "--stack" in meta["command"]
-                       else ", one run at a time") for records, meta in sides]
+    rows = [(*_times_row(study, records, meta, ", each row's seeds stacked" if "--stack" in meta["command"]
+                         else ", one run at a time"), fixed(meta.get("other_cores"), 2))
+            for records, meta in sides]
     (_, before), (_, after) = sides
-    return md_table(TIMES, rows) + (
+    return md_table([*TIMES, "other work beside it (cores)"], rows) + (
         f"\nThe sized study, stacked, took **{after['wall_s'] / before['wall_s']:.2f}x** the wall time of 8 seeds "
         "trained one run at a time, measured one after the other in one docs job.\n")
 

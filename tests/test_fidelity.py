@@ -127,6 +127,24 @@ def test_every_conv_has_he_statistics(kind):
     assert torch.all(model.fc.bias == 0)
 
 
+@pytest.mark.parametrize("kind", ["exclusive_gate", "highway"])
+def test_a_channel_gates_linear_map_is_drawn_as_a_1x1_conv(kind):
+    """The channel gate's linear map (C_in -> C_out on the pooled input) is a 1x1 conv in all but
+    name, so He init draws it as one: N(0, 2 / C_out), fan_out as every conv (not the framework's
+    uniform Linear init, std 1 / sqrt(3 C_in)); its bias stays b_g."""
+    torch.manual_seed(0)
+    s = spec_mod.load(None, [("model.depth", 20), ("model.widths", [16, 32, 64]), ("model.shortcut.kind", kind),
+                             ("model.shortcut.gate", "channel"), ("model.downsample", "B")])
+    model = build_model(s.model, 3, 10)
+    fcs = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear) and "gate" in name]
+    assert len(fcs) == 9 and {m.in_features != m.out_features for _, m in fcs} == {True, False}
+    for name, fc in fcs:
+        expected = math.sqrt(2.0 / fc.out_features)  # the downsampling units' maps tell fan_out from fan_in
+        n = fc.weight.numel()
+        assert abs(fc.weight.std().item() - expected) < 5 * expected / math.sqrt(2 * n), name
+        assert torch.all(fc.bias == s.model.shortcut.gate_bias), name
+
+
 # ---------------------------------------------------------------------------------------------
 # He 2016b sec. 3.1: the dropout shortcut's two readings
 

@@ -48,7 +48,7 @@ def test_the_study_record_is_each_lesioned_net_evaluated_whole(residual14):
     trained = load_run(residual14)
     said = []
     start = time.perf_counter()
-    got = L.study(trained, draws=50, seed=3, log=said.append)  # 50 draws >= C(6, k): every subset, every k
+    got = L.study(trained, max_k=None, draws=50, seed=3, log=said.append)  # 50 >= C(6, k): every subset, every k
     spent = time.perf_counter() - start
     base_loss, base_err = evaluated(trained, ())
     assert got["baseline"] == {"test_loss": pytest.approx(base_loss, rel=1e-6), "test_error": base_err}
@@ -225,6 +225,18 @@ def test_the_figure_draws_each_deletion_where_the_record_puts_it(monkeypatch, tm
     assert (ax_u.get_xlabel(), ax_u.get_title()) == ("deleted unit (1-based)",
                                                      "one unit deleted (thin line: nothing deleted)")
     assert (ax_k.get_xlabel(), ax_k.get_title()) == ("units deleted at random, k", "k units deleted (median, min-max)")
+
+
+def test_each_results_squares_take_its_own_colour(monkeypatch, tmp_path):
+    """A first net without downsampling units (a digits net) draws no squares: the next net's squares
+    must still take that net's colour, not the next one free."""
+    digits = result("ResNet-8 (digits)", True, [10.0, 11.0, 12.0], set(), 8.0, [(0, 8, 8, 8), (1, 11, 10, 12)])
+    ax_u, _ = drawn(monkeypatch, tmp_path, [digits, RESIDUAL])
+    assert lines(ax_u, "ResNet-8 (digits): downsampling unit") == []
+    (square,) = lines(ax_u, "ResNet-8: downsampling unit")
+    curve = lines(ax_u, "ResNet-8")[0]
+    assert same_color(square.get_markeredgecolor(), curve.get_color())
+    assert not same_color(curve.get_color(), lines(ax_u, "ResNet-8 (digits)")[0].get_color())
 
 
 def test_one_result_draws_chance_from_its_own_classes(monkeypatch, tmp_path):

@@ -116,3 +116,8 @@ def test_zero_init_refuses_relu_before_add(tmp_path):
     line = r.output.strip().splitlines()[-1]
     assert "relu_before_add" in line and "original, bn_after_add, relu_preact, full_preact" in line
     assert "Traceback" not in r.output and not out.exists()
+    # Below the spec, the init itself refuses too, naming the ordering (a net built by other code).
+    from resnet_cli.model.initialisation import zero_init_last
+
+    with pytest.raises(ValueError, match="zero-init cannot start a relu_before_add branch at 0 and keep it trainable"):
+        zero_init_last(build("relu_before_add", False), "relu_before_add", "batch")

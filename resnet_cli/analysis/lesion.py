@@ -158,7 +158,7 @@ def errors(model: nn.Module, data, rt, picks: list[tuple[int, ...]], batch_size:
     return [(loss / n, 100.0 * wrong / n) for loss, wrong in sums.tolist()]
 
 
-def study(trained: Trained, max_k: int | None = None, draws: int = 20, seed: int = 0,
+def study(trained: Trained, *, max_k: int | None, draws: int, seed: int,
           log: Callable[[str], None] | None = None) -> dict:
     """Baseline, every single deletion, and k random deletions for k = 1..max_k.
 

@@ -35,7 +35,7 @@ def he_init(model: ResNet) -> None:
 _ZEROED = {"bn": nn.BatchNorm2d, "conv": nn.Conv2d}
 
 
-def zero_init_last(model: ResNet, ordering: str, norm: str = "batch") -> None:
+def zero_init_last(model: ResNet, ordering: str, norm: str) -> None:
     """Start every branch at F(x) = 0, so each unit starts as its shortcut, with a gradient left.
 
     The zeroed weight is the branch's last op before the addition (`Ordering.zero_init`): the last

@@ -1,0 +1,167 @@
+"""The landscape's numbers on surfaces whose answers are known by hand: minima counted on small
+grids, the curvature of quadratics (whose finite differences are exact: f = p x^2 + q y^2 + c xy
+has Hessian [[2p, c], [c, 2q]] at every point, its eigenvalues from numpy), total variation of
+lines written out term by term, and the scan's grid points against the loss of the moved weights
+computed here. Li et al. 2018 ("Visualizing the Loss Landscape of Neural Nets") for the method."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from resnet_cli.analysis import landscape as LS
+from resnet_cli.analysis.trained import load_run
+from resnet_cli.errors import UserError
+
+
+# --- 1-D lines ------------------------------------------------------------------------------------
+
+def test_a_line_counts_strict_minima_and_negative_second_differences():
+    got = LS.measures([5.0, 3.0, 4.0, 2.0, 6.0])
+    # interior 3, 4, 2: minima at 3 (5 > 3 < 4) and 2 (4 > 2 < 6); second differences 3, -3, 6
+    assert got["local_minima"] == 2 and got["nonconvex_fraction"] == pytest.approx(1 / 3)
+    assert (got["loss_min"], got["loss_max"]) == (2.0, 6.0)
+    flat_bottom = LS.measures([3.0, 2.0, 2.0, 3.0])  # a plateau is no strict minimum on either side
+    assert flat_bottom["local_minima"] == 0 and flat_bottom["nonconvex_fraction"] == 0.0
+
+
+def test_curvature_at_float32_rounding_is_not_shape():
+    # second difference -0.0008 where the loss is 100: 1e-5 of it (0.001) is rounding, not a bump
+    assert LS.measures([100.0, 100.0004, 100.0])["nonconvex_fraction"] == 0.0
+    assert LS.measures([1.0, 1.0004, 1.0])["nonconvex_fraction"] == 1.0  # at loss 1 the same bump is shape
+
+
+def test_exploded_points_count_as_ten_times_the_worst_finite_loss():
+    got = LS.measures([2.0, math.inf, 1.0, math.nan, 3.0])
+    assert (got["loss_min"], got["loss_max"]) == (1.0, 30.0)
+    assert got["local_minima"] == 1  # [2, 30, 1, 30, 3]: the 1
+    nothing = LS.measures([math.inf, math.nan, math.inf])
+    assert nothing["loss_max"] == 1e30 and nothing["local_minima"] == 0
+
+
+def test_total_variation_over_range_of_the_log_loss():
+    assert LS.tv_ratio(np.exp([4.0, 1.0, 2.0, 1.0, 4.0])) == pytest.approx((3 + 1 + 1 + 3) / 3)  # one bump: 8/3
+    assert LS.tv_ratio(np.exp([1.0, 2.0, 3.0])) == pytest.approx(1.0)  # monotone
+    assert LS.tv_ratio(np.exp([-4.0, -1.0, -2.0])) == pytest.approx((3 + 1) / 3)  # losses below 1 too
+    assert LS.tv_ratio(np.exp([0.0, 0.5, 0.0])) == pytest.approx(2.0)  # a span under 1 is a span
+    assert LS.tv_ratio(np.array([0.0, 1.0, 0.0])) == pytest.approx(2.0)  # a zero loss: log of 1e-12, finite
+    assert LS.tv_ratio(np.array([7.0, 7.0, 7.0])) == 1.0  # flat: no range to divide by
+
+
+# --- 2-D surfaces ---------------------------------------------------------------------------------
+
+AXIS = np.arange(-2.0, 3.0)  # -2..2, spacing 1
+X, Y = np.meshgrid(AXIS, AXIS)  # loss[beta index, alpha index], as scan lays it out
+
+
+@pytest.mark.parametrize("p,q,c", [(3, 1, 3.0), (3, 1, 3.6), (1, 1, 1.5), (1, 1, 3.0), (0.5, 2, 1.9), (0.5, 2, 2.1)])
+def test_a_quadratics_curvature_is_its_hessians_smaller_eigenvalue(p, q, c):
+    loss = 50 + p * X ** 2 + q * Y ** 2 + c * X * Y
+    lam_min = np.linalg.eigvalsh([[2 * p, c], [c, 2 * q]])[0]
+    assert abs(lam_min) > 0.05  # each case clear of 0 by far more than the rounding tolerance
+    got = LS.measures(loss)
+    assert got["nonconvex_fraction"] == (1.0 if lam_min < 0 else 0.0), lam_min
+
+
+def test_a_plane_counts_strict_minima_against_all_eight_neighbours():
+    wells = (X ** 2 - 1) ** 2 + Y ** 2  # on -2..2: wells at x = -1 and x = 1 (two interior minima)
+    assert LS.measures(wells)["local_minima"] == 2
+    assert LS.measures(np.full((5, 5), 4.0))["local_minima"] == 0  # a plateau has none
+    diagonal = np.full((3, 3), 5.0)
+    diagonal[1, 1], diagonal[2, 2] = 1.0, 0.5  # a lower diagonal neighbour: the centre is no minimum
+    assert LS.measures(diagonal)["local_minima"] == 0
+
+
+@pytest.mark.parametrize("big", [(0, 1), (1, 0)])
+def test_the_rounding_tolerance_is_the_largest_loss_around_each_point(big):
+    """A bump of 0.002 at the centre (curvature -0.004 across it) beside one loss of 1000 above or
+    left of it: 1e-5 of 1000 is 0.01, so the bump is rounding there; without that neighbour it is shape."""
+    loss = np.ones((3, 3))
+    loss[1, 1] = 1.002
+    assert LS.measures(loss)["nonconvex_fraction"] == 1.0
+    loss[big] = 1000.0
+    assert LS.measures(loss)["nonconvex_fraction"] == 0.0
+
+
+def test_a_planes_total_variation_is_the_mean_over_its_rows_and_columns():
+    loss = np.exp(np.array([[1.0, 2.0, 3.0], [1.0, 3.0, 1.0], [2.0, 2.0, 2.0]]))
+    rows = [1.0, (2 + 2) / 2, 1.0]  # log 1, 2, 3: monotone | 1, 3, 1: a peak | 2, 2, 2: flat
+    cols = [1.0, (1 + 1) / 1, (2 + 1) / 2]  # log 1, 1, 2 | 2, 3, 2 | 3, 1, 2
+    assert LS.measures(loss)["tv_ratio"] == pytest.approx(np.mean(rows + cols))
+
+
+def test_contour_levels_span_every_surface_together():
+    def result(losses):
+        n = int(round(len(losses) ** 0.5))
+        return {"grid": list(range(n)), "points": [{"loss": v} for v in losses]}
+
+    levels = LS.contour_levels([result([10.0, 100.0, 10.0, 10.0]), result([1.0, 10.0, 10.0, 1000.0])])
+    assert len(levels) == 25 and levels[0] == pytest.approx(0.0) and levels[-1] == pytest.approx(3.0)
+    assert np.allclose(np.diff(levels), 3.0 / 24)
+    flat = LS.contour_levels([result([10.0] * 4)])
+    assert len(flat) == 25 and flat[0] == pytest.approx(1.0) and flat[-1] == pytest.approx(1.0 + 1e-6)
+
+
+# --- the scan -------------------------------------------------------------------------------------
+
+def moved_loss(trained, dirs, a, b, x, y) -> float:
+    """The training loss at theta* + a d1 + b d2, the weights moved here by hand."""
+    model = trained.model
+    saved = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        for i, p in enumerate(model.parameters()):
+            p.add_(a * dirs[0][i] + (b * dirs[1][i] if len(dirs) > 1 else 0))
+        loss = F.cross_entropy(model(x).float(), y).item()
+        for p, w in zip(model.parameters(), saved):
+            p.copy_(w)
+    return loss
+
+
+def test_a_plane_scan_is_the_loss_of_the_weights_moved_along_both_directions(residual8_run):
+    trained = load_run(residual8_run)
+    said = []
+    torch.manual_seed(123)  # the global generator must not matter: the scan's seed decides the directions
+    start = time.perf_counter()
+    got = LS.scan(trained, dims=2, lo=-0.4, hi=0.4, points=3, samples=150, seed=5, log=said.append)
+    spent = time.perf_counter() - start
+    gen = torch.Generator().manual_seed(5)
+    dirs = [LS.random_direction(trained.model, gen) for _ in range(2)]
+    x, y = LS.training_subset(trained, 150)
+    assert [(p["alpha"], p["beta"]) for p in got["points"]] == [(a, b) for b in (-0.4, 0.0, 0.4) for a in (-0.4, 0.0, 0.4)]
+    for p in got["points"]:
+        assert p["loss"] == pytest.approx(moved_loss(trained, dirs, p["alpha"], p["beta"], x, y), rel=1e-5), p
+    assert len({round(p["loss"], 6) for p in got["points"]}) == 9  # both directions move the loss
+    assert got["measures"]["loss_max"] == max(p["loss"] for p in got["points"])
+    assert (got["run"], got["label"], got["dims"], got["samples"], got["seed"]) == (
+        str(residual8_run), "ResNet-8", 2, 150, 5)
+    assert 0 < got["wall_s"] <= spent
+    assert said == []  # 9 points: a progress line every 10
+
+
+def test_a_line_scan_logs_every_tenth_of_its_points(residual8_run):
+    trained = load_run(residual8_run)
+    said = []
+    got = LS.scan(trained, dims=1, lo=-0.5, hi=0.5, points=25, samples=50, seed=0, log=said.append)
+    assert said == [f"ResNet-8: {n}/25 points" for n in (10, 20)]
+    assert all("beta" not in p for p in got["points"])
+    again = LS.scan(trained, dims=1, lo=-0.5, hi=0.5, points=25, samples=50, seed=0)
+    assert [p["loss"] for p in again["points"]] == [p["loss"] for p in got["points"]]
+
+
+def test_a_training_subset_is_the_first_images_of_a_fixed_shuffle(residual8_run):
+    trained = load_run(residual8_run)
+    torch.manual_seed(99)
+    x, y = LS.training_subset(trained, 40)
+    order = torch.randperm(len(trained.data.train), generator=torch.Generator().manual_seed(0))[:40]
+    assert torch.equal(x, trained.data.train.x[order]) and torch.equal(y, trained.data.train.y[order])
+
+
+@pytest.mark.parametrize("kwargs,words", [({"dims": 3}, "--dims 3: give 1 (a line) or 2 (a plane)"),
+                                          ({"points": 2}, "--points 2: at least 3 grid points are needed"),
+                                          ({"lo": 0.5, "hi": 0.5}, "--range 0.5 0.5: the first value must be below")])
+def test_a_bad_grid_names_itself(residual8_run, kwargs, words):
+    with pytest.raises(UserError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        LS.scan(load_run(residual8_run), **kwargs)

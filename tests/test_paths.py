@@ -315,7 +315,7 @@ def test_a_diverged_net_is_one_error():
         model.fc.weight[0, 0] = float("nan")
     train = type("Split", (), {"x": torch.randn(8, 3, 8, 8), "y": torch.arange(8), "__len__": lambda self: 8})()
     with pytest.raises(UserError, match="not finite"):
-        P.study(model, train, label="x", source="run", state="trained", batch_size=4, samples=1)
+        P.study(model, train, label="x", source="run", state="trained", batch_size=4, samples=1, mass=0.9, seed=0)
 
 
 def json_lines(r):

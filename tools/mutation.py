@@ -33,7 +33,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "sweep/budgets.py": ("tests/test_budgets.py", "tests/test_budgets_values.py"),
     "training/precise_bn.py": ("tests/test_precise_bn.py",),
     "analysis/lesion.py": ("tests/test_lesion.py", "tests/test_lesion_values.py"),
-    "analysis/paths.py": ("tests/test_paths.py",),
+    "analysis/paths.py": ("tests/test_paths.py", "tests/test_paths_values.py"),
     "analysis/landscape.py": ("tests/test_landscape.py", "tests/test_landscape_values.py"),
     "model/initialisation.py": ("tests/test_fidelity.py", "tests/test_normfree.py", "tests/test_zero_init.py"),
 }

@@ -200,8 +200,10 @@ def logsumexp(values: Sequence[float]) -> float:
 def shortest_window(shares: Sequence[float], mass: float) -> tuple[int, int, float]:
     """The shortest run of consecutive positions whose shares add up to at least `mass`
     (among equally short ones, the one carrying most). Returns (first, last, carried)."""
-    best: tuple[int, int, float] | None = None
     total = math.fsum(shares)
+    if not total > 0:  # nothing to carry (every share 0): no length is picked out, the window is all of them
+        return 0, len(shares) - 1, total
+    best: tuple[int, int, float] | None = None
     need = mass * total * (1 - 1e-12)  # a window that carries everything counts as carrying `mass`
     for lo in range(len(shares)):
         acc = 0.0
@@ -211,8 +213,7 @@ def shortest_window(shares: Sequence[float], mass: float) -> tuple[int, int, flo
                 if best is None or (hi - lo, -acc) < (best[1] - best[0], -best[2]):
                     best = (lo, hi, acc)
                 break
-    if best is None:  # nothing to carry (every share 0)
-        return 0, len(shares) - 1, total
+    assert best is not None  # the whole run carries the total, at least `need`
     return best
 
 
@@ -224,8 +225,8 @@ def _per_image_norm(grad: torch.Tensor) -> float:
     return grad.flatten(1).norm(dim=1).mean().item()
 
 
-def sample_gradients(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]], samples: int,
-                     seed: int = 0, log: Callable[[str], None] | None = None) -> dict:
+def sample_gradients(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]], samples: int, *,
+                     seed: int, log: Callable[[str], None] | None = None) -> dict:
     """For each k = 0..n and each sample (a batch, cycling through `batches`, and a fresh random set
     of k units), the gradient norm at the net's input and at the first unit's input when the
     backward pass goes through the branch of those k units and the shortcut of the others.
@@ -319,7 +320,7 @@ def training_batches(train, batch_size: int, count: int, device, seed: int) -> l
 
 
 def study(model: nn.Module, train, *, label: str, source: str, state: str, batch_size: int, samples: int,
-          mass: float = MASS, seed: int = 0, device=None, log: Callable[[str], None] | None = None) -> dict:
+          mass: float, seed: int, device=None, log: Callable[[str], None] | None = None) -> dict:
     """The whole measurement for one net: batches, sampled routes, summary; labelled for output."""
     tick = time.perf_counter()
     device = device or next(model.parameters()).device

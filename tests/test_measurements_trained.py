@@ -73,7 +73,7 @@ def hand_error(model: nn.Module, x: torch.Tensor, y: torch.Tensor, deleted: set[
 
 def test_lesion_statistics_are_the_median_min_max_of_each_draws_error(residual8_run):
     trained = load_run(residual8_run)
-    r = Le.study(trained, draws=20, seed=0)
+    r = Le.study(trained, max_k=None, draws=20, seed=0)
     model = trained.model.eval()
     x, y = trained.data.test.x, trained.data.test.y
     assert r["baseline"]["test_error"] == pytest.approx(hand_error(model, x, y, set()), abs=1e-9)

@@ -4,18 +4,16 @@ applies them once the net is built; `torch_default` keeps the init each layer go
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from torch import nn
 
 from .shortcuts import init_own
 from .units import ORDERINGS
 
-if TYPE_CHECKING:
-    from .nets import ResNet
+# Each takes a conv net (nets.ResNet: `.units`, each with a `.branch`, and `.fc`); typed nn.Module
+# because nets.py imports this module.
 
 
-def he_init(model: ResNet) -> None:
+def he_init(model: nn.Module) -> None:
     """He et al. 2015 init as the authors' Torch code does it (resnet-pre-act.lua, fb.resnet.torch):
     every conv weight ~ N(0, 2/n) with n = k*k*C_out (fan_out), the 1x1 gate convs included (He 2016b
     appendix: all weights as in He et al. 2015); BN gamma 1, beta 0; the fc bias 0 (its weight keeps
@@ -35,7 +33,7 @@ def he_init(model: ResNet) -> None:
 _ZEROED = {"bn": nn.BatchNorm2d, "conv": nn.Conv2d}
 
 
-def zero_init_last(model: ResNet, ordering: str, norm: str) -> None:
+def zero_init_last(model: nn.Module, ordering: str, norm: str) -> None:
     """Start every branch at F(x) = 0, so each unit starts as its shortcut, with a gradient left.
 
     The zeroed weight is the branch's last op before the addition (`Ordering.zero_init`): the last
@@ -55,7 +53,7 @@ def zero_init_last(model: ResNet, ordering: str, norm: str) -> None:
         nn.init.zeros_(last.weight)
 
 
-def fixup_init(model: ResNet) -> None:
+def fixup_init(model: nn.Module) -> None:
     """Fixup (Zhang, Dauphin and Ma 2019, sec. 3, rules 1-2; the authors' fixup_resnet_cifar.py):
     the classifier and the last conv of every branch start at 0; every other branch conv is drawn
     from He et al. 2015 (N(0, 2 / (k*k*C_out)), fan_out as in `he_init` and in the authors' code)

@@ -165,3 +165,91 @@ def test_a_training_subset_is_the_first_images_of_a_fixed_shuffle(residual8_run)
 def test_a_bad_grid_names_itself(residual8_run, kwargs, words):
     with pytest.raises(UserError, match=words.replace("(", r"\(").replace(")", r"\)")):
         LS.scan(load_run(residual8_run), **kwargs)
+
+
+# --- the figure -----------------------------------------------------------------------------------
+
+def drawn(monkeypatch, tmp_path, results):
+    from resnet_cli import figures
+
+    seen, real = {}, figures.save
+
+    def save(fig, path):
+        seen["fig"] = fig
+        return real(fig, path)
+
+    monkeypatch.setattr(figures, "save", save)
+    assert LS.figure(results, tmp_path / "land.png") == tmp_path / "land.png"
+    assert (tmp_path / "land.png").read_bytes()[:4] == b"\x89PNG"
+    return seen["fig"]
+
+
+def line_result(label, residual, losses, accs, minima, tv):
+    alphas = np.linspace(-1, 1, len(losses)).tolist()
+    return {"dims": 1, "label": label, "residual": residual, "grid": alphas,
+            "points": [{"alpha": a, "loss": v, "accuracy": c} for a, v, c in zip(alphas, losses, accs)],
+            "measures": {"local_minima": minima, "tv_ratio": tv, "nonconvex_fraction": 0.0}}
+
+
+def test_the_line_figure_draws_loss_bold_and_accuracy_thin_per_net(monkeypatch, tmp_path):
+    from matplotlib.colors import to_rgb
+
+    res = line_result("ResNet-26", True, [3.0, 0.5, 2.0], [40.0, 90.0, 60.0], 1, 1.25)
+    plain = line_result("plain-26", False, [9.0, 4.0, 7.0, 5.0, 8.0], [10.0, 30.0, 20.0, 25.0, 15.0], 2, 3.5)
+    fig = drawn(monkeypatch, tmp_path, [res, plain])
+    ax, acc_ax = fig.axes
+    assert ax.get_yscale() == "log" and acc_ax.get_ylim() == (0.0, 100.0)
+    for i, (r, style) in enumerate(((res, "-"), (plain, "--"))):  # plain dashed, residual solid (He 2016a Fig. 6)
+        m = r["measures"]
+        (loss,) = [ln for ln in ax.get_lines() if ln.get_label().startswith(r["label"])]
+        (acc,) = [ln for ln in acc_ax.get_lines() if ln.get_label().startswith(r["label"])]
+        assert loss.get_label() == f"{r['label']} loss (minima {m['local_minima']}, TV/range {m['tv_ratio']:.2f})"
+        assert acc.get_label() == f"{r['label']} accuracy"
+        assert list(loss.get_xdata()) == list(acc.get_xdata()) == [p["alpha"] for p in r["points"]]
+        assert list(loss.get_ydata()) == [p["loss"] for p in r["points"]]
+        assert list(acc.get_ydata()) == [p["accuracy"] for p in r["points"]]
+        assert loss.get_linestyle() == acc.get_linestyle() == style
+        assert np.allclose(to_rgb(loss.get_color()), to_rgb(f"C{i}")) and np.allclose(to_rgb(acc.get_color()),
+                                                                                      to_rgb(f"C{i}"))
+        assert loss.get_linewidth() > 1.5 > acc.get_linewidth() and acc.get_alpha() < 1  # bold loss, faint accuracy
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(legend) == 4 and "ResNet-26 accuracy" in legend and legend[0].startswith("ResNet-26 loss")
+    assert ax.get_legend().get_texts()[0].get_fontsize() < ax.xaxis.label.get_fontsize()
+    assert (ax.get_xlabel(), ax.get_ylabel(), acc_ax.get_ylabel()) == (
+        "step along filter-normalised direction d1", "training loss (log)", "training accuracy (%)")
+    assert ax.get_title() == "loss (bold) and accuracy (thin) around the trained weights"
+
+
+def plane_result(label, losses, minima, tv, nonconvex):
+    grid = [-1.0, 0.0, 1.0]
+    return {"dims": 2, "label": label, "residual": True, "grid": grid,
+            "points": [{"alpha": a, "beta": b, "loss": v} for (b, a), v in zip([(b, a) for b in grid for a in grid],
+                                                                               losses)],
+            "measures": {"local_minima": minima, "tv_ratio": tv, "nonconvex_fraction": nonconvex}}
+
+
+def test_the_plane_figure_shares_its_levels_and_colour_bar(monkeypatch, tmp_path):
+    a = plane_result("ResNet-56", [10.0, 5, 10, 5, 1, 5, 10, 5, 10], 1, 1.5, 0.0)
+    # log10 loss 1.5 + alpha / 2 + beta: a tilted plane, 0 to 3 (no saddle for contouring to resolve)
+    b = plane_result("plain-56", [10 ** (1.5 + al / 2 + be) for be in (-1, 0, 1) for al in (-1, 0, 1)], 3, 4.25, 0.444)
+    fig = drawn(monkeypatch, tmp_path, [a, b])
+    panels, bars = fig.axes[:2], fig.axes[2:]
+    assert len(bars) == 1 and bars[0].get_ylabel() == "log10 training loss"
+    levels = np.linspace(0.0, 3.0, 25)  # log10 of 1 to 1000, both panels together
+    assert panels[0].get_position().x1 <= panels[1].get_position().x0
+    for ax, r in zip(panels, (a, b)):
+        m = r["measures"]
+        assert ax.get_title() == (f"{r['label']}: log10 loss\nminima {m['local_minima']}, TV/range "
+                                  f"{m['tv_ratio']:.2f}, non-convex {100 * m['nonconvex_fraction']:.0f}%")
+        (cs,) = [c for c in ax.collections if hasattr(c, "levels")]
+        assert np.allclose(cs.levels, levels)  # the same levels in every panel: one colour, one loss
+        (centre,) = ax.get_lines()
+        assert (list(centre.get_xdata()), list(centre.get_ydata()), centre.get_marker()) == ([0], [0], "+")
+        assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_aspect()) == ("d1", "d2", 1.0)
+    assert "non-convex 44%" in panels[1].get_title()
+    # each panel is its own surface, rows beta and columns alpha: on b's tilted plane the level 2.5 is
+    # the line alpha / 2 + beta = 1, from (0, 1) to (1, 0.5); its transpose would reach beta = 0
+    (cs,) = [c for c in panels[1].collections if hasattr(c, "levels")]
+    at = int(np.argmin(abs(cs.levels - 2.5)))
+    points = np.concatenate([seg for seg in cs.allsegs[at] if len(seg)])
+    assert len(points) >= 2 and np.all(points[:, 1] >= 0.5 - 0.1) and np.all(points[:, 0] >= -0.1)

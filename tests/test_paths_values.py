@@ -10,6 +10,7 @@ import itertools
 import math
 import time
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -199,3 +200,64 @@ def test_the_study_is_the_summary_of_its_own_seeded_sample(monkeypatch):
     assert 0 < got["wall_s"] <= spent
     assert said[0] == "ResNet-8 (trained): 3 samples of every path length, batch 4"
     assert said[1:] == [f"  sample {s}/3: 4 routes" for s in (1, 2, 3)]
+
+
+# --- the figure (Veit et al. 2016 Fig. 6) ----------------------------------------------------------
+
+def summary(label, state, n, fixed, means, mins, maxs, shares, window, mass=0.9):
+    rows = [{"length": k + fixed, "path_fraction": math.comb(n, k) / 2 ** n, "grad_mean": m, "grad_min": lo,
+             "grad_max": hi, "grad_share": sh} for k, (m, lo, hi, sh) in enumerate(zip(means, mins, maxs, shares))]
+    return {"label": label, "state": state, "rows": rows, "window": {"first": window[0], "last": window[1]},
+            "mass": mass}
+
+
+def test_the_figure_draws_each_nets_three_panels_from_its_rows(monkeypatch, tmp_path):
+    from matplotlib.colors import to_rgb
+
+    from resnet_cli import figures
+
+    trained = summary("ResNet-8", "trained", 3, 0, [1.0, 0.5, 0.2, 0.1], [0.8, 0.0, 0.1, 0.05], [1.2, 0.7, 0.3, 0.2],
+                      [0.3, 0.45, 0.2, 0.05], (0, 2), mass=0.8)
+    init = summary("ResNet-8", "init", 3, 0, [2.0, 1.0, 0.4, 0.3], [1.5, 0.9, 0.3, 0.2], [2.5, 1.1, 0.5, 0.4],
+                   [0.1, 0.4, 0.3, 0.2], (1, 3))
+    plain = summary("plain-8 (2 fixed)", "trained", 2, 2, [0.9, 0.3, 0.1], [0.8, 0.2, 0.05], [1.0, 0.4, 0.2],
+                    [0.5, 0.4, 0.1], (2, 3))
+    seen, real = {}, figures.save
+    monkeypatch.setattr(figures, "save", lambda fig, path: seen.setdefault("fig", fig) and real(fig, path))
+    assert P.figure([trained, init, plain], tmp_path / "p.png") == tmp_path / "p.png"
+    ax_n, ax_g, ax_t = seen["fig"].axes
+    assert ax_n.get_position().x1 <= ax_g.get_position().x0 and ax_g.get_position().x1 <= ax_t.get_position().x0
+    colours = {"ResNet-8": "C0", "plain-8 (2 fixed)": "C1"}  # one colour a net, at init and trained
+    for i, r in enumerate((trained, init, plain)):
+        label, style = f"{r['label']}, {r['state']}", "--" if r["state"] == "init" else "-"
+        lengths = [row["length"] for row in r["rows"]]
+        for ax, key in ((ax_n, "path_fraction"), (ax_g, "grad_mean"), (ax_t, "grad_share")):
+            (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
+            assert list(line.get_xdata()) == lengths and list(line.get_ydata()) == [row[key] for row in r["rows"]]
+            assert line.get_linestyle() == style, (label, key)
+            assert np.allclose(to_rgb(line.get_color()), to_rgb(colours[r["label"]])), (label, key)
+            if ax is not ax_n:
+                assert line.get_marker() == "o"
+        band = ax_g.collections[i]  # the min-max band, a zero minimum floored for the log axis
+        xy = band.get_paths()[0].vertices
+
+        def has(x, y, xy=xy):
+            return any(math.isclose(a, x, abs_tol=1e-9) and math.isclose(b, y, rel_tol=1e-9) for a, b in xy)
+
+        for row in r["rows"]:
+            assert has(row["length"], max(row["grad_min"], 1e-300)) and has(row["length"], row["grad_max"])
+        assert np.allclose(band.get_facecolor()[0][:3], to_rgb(colours[r["label"]])) and band.get_alpha() < 1
+        span = ax_t.patches[i]  # the shaded window: lengths first..last, half a unit either side
+        assert (span.get_x(), span.get_x() + span.get_width()) == (r["window"]["first"] - 0.5,
+                                                                   r["window"]["last"] + 0.5)
+        assert np.allclose(span.get_facecolor()[:3], to_rgb(colours[r["label"]])) and span.get_alpha() < 0.15
+    assert ax_g.get_yscale() == "log" and ax_n.get_yscale() == ax_t.get_yscale() == "linear"
+    assert [ax.get_title() for ax in (ax_n, ax_g, ax_t)] == [
+        "(a) distribution of path length", "(b) gradient of one path", "(c) total gradient per length (shaded: 80%)"]
+    assert [ax.get_ylabel() for ax in (ax_n, ax_g, ax_t)] == [
+        "share of all paths", "gradient norm at the input", "share of the total gradient"]
+    assert ax_n.get_xlabel() == "path length (units through their branch)" and ax_g.get_xlabel() == "path length"
+    for ax in (ax_n, ax_g, ax_t):
+        texts = ax.get_legend().get_texts()
+        assert [t.get_text() for t in texts] == ["ResNet-8, trained", "ResNet-8, init", "plain-8 (2 fixed), trained"]
+        assert texts[0].get_fontsize() < ax.xaxis.label.get_fontsize()

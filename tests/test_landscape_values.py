@@ -16,6 +16,8 @@ from resnet_cli.analysis import landscape as LS
 from resnet_cli.analysis.trained import load_run
 from resnet_cli.errors import UserError
 
+from drawn import drawn_figure
+
 
 # --- 1-D lines ------------------------------------------------------------------------------------
 
@@ -170,18 +172,7 @@ def test_a_bad_grid_names_itself(residual8_run, kwargs, words):
 # --- the figure -----------------------------------------------------------------------------------
 
 def drawn(monkeypatch, tmp_path, results):
-    from resnet_cli import figures
-
-    seen, real = {}, figures.save
-
-    def save(fig, path):
-        seen["fig"] = fig
-        return real(fig, path)
-
-    monkeypatch.setattr(figures, "save", save)
-    assert LS.figure(results, tmp_path / "land.png") == tmp_path / "land.png"
-    assert (tmp_path / "land.png").read_bytes()[:4] == b"\x89PNG"
-    return seen["fig"]
+    return drawn_figure(monkeypatch, lambda path: LS.figure(results, path), tmp_path / "land.png")
 
 
 def line_result(label, residual, losses, accs, minima, tv):

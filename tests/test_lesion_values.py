@@ -16,13 +16,14 @@ from matplotlib.ticker import MaxNLocator
 from typer.testing import CliRunner
 
 from resnet_cli import data as D
-from resnet_cli import figures
 from resnet_cli import spec as S
 from resnet_cli.analysis import lesion as L
 from resnet_cli.analysis.trained import Trained, load_run, runtime_for
 from resnet_cli.cli import app
 from resnet_cli.model import build_model
 from resnet_cli.training.trainer import evaluate
+
+from drawn import drawn_figure
 
 CPU = torch.device("cpu")
 
@@ -152,16 +153,7 @@ PLAIN = result("plain-8", False, [50.0, None, 70.0], {2}, 9.0, [(0, 9, 9, 9), (1
 
 
 def drawn(monkeypatch, tmp_path, results):
-    seen, real = {}, figures.save
-
-    def save(fig, path):
-        seen["fig"] = fig
-        return real(fig, path)
-
-    monkeypatch.setattr(figures, "save", save)
-    assert L.figure(results, tmp_path / "lesion.png") == tmp_path / "lesion.png"
-    assert (tmp_path / "lesion.png").read_bytes()[:4] == b"\x89PNG"
-    return seen["fig"].axes
+    return drawn_figure(monkeypatch, lambda path: L.figure(results, path), tmp_path / "lesion.png").axes
 
 
 def lines(ax, label=None):

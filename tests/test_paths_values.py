@@ -20,6 +20,8 @@ from resnet_cli import spec as S
 from resnet_cli.analysis import paths as P
 from resnet_cli.model import build_model
 
+from drawn import drawn_figure
+
 
 # --- counting -------------------------------------------------------------------------------------
 
@@ -214,18 +216,14 @@ def summary(label, state, n, fixed, means, mins, maxs, shares, window, mass=0.9)
 def test_the_figure_draws_each_nets_three_panels_from_its_rows(monkeypatch, tmp_path):
     from matplotlib.colors import to_rgb
 
-    from resnet_cli import figures
-
     trained = summary("ResNet-8", "trained", 3, 0, [1.0, 0.5, 0.2, 0.1], [0.8, 0.0, 0.1, 0.05], [1.2, 0.7, 0.3, 0.2],
                       [0.3, 0.45, 0.2, 0.05], (0, 2), mass=0.8)
     init = summary("ResNet-8", "init", 3, 0, [2.0, 1.0, 0.4, 0.3], [1.5, 0.9, 0.3, 0.2], [2.5, 1.1, 0.5, 0.4],
                    [0.1, 0.4, 0.3, 0.2], (1, 3))
     plain = summary("plain-8 (2 fixed)", "trained", 2, 2, [0.9, 0.3, 0.1], [0.8, 0.2, 0.05], [1.0, 0.4, 0.2],
                     [0.5, 0.4, 0.1], (2, 3))
-    seen, real = {}, figures.save
-    monkeypatch.setattr(figures, "save", lambda fig, path: seen.setdefault("fig", fig) and real(fig, path))
-    assert P.figure([trained, init, plain], tmp_path / "p.png") == tmp_path / "p.png"
-    ax_n, ax_g, ax_t = seen["fig"].axes
+    fig = drawn_figure(monkeypatch, lambda path: P.figure([trained, init, plain], path), tmp_path / "p.png")
+    ax_n, ax_g, ax_t = fig.axes
     assert ax_n.get_position().x1 <= ax_g.get_position().x0 and ax_g.get_position().x1 <= ax_t.get_position().x0
     colours = {"ResNet-8": "C0", "plain-8 (2 fixed)": "C1"}  # one colour a net, at init and trained
     for i, r in enumerate((trained, init, plain)):

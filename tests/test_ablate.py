@@ -8,14 +8,14 @@ import shutil
 import signal
 
 import pytest
-from typer.testing import CliRunner
 
 from resnet_cli import spec as spec_mod
-from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.sweep import plan as study_mod
 from resnet_cli.sweep import study_file
 from resnet_cli.sweep import engine as sweep
+
+from invoking import invoke
 
 # Two-iteration epochs: 128 training images at batch 64, a 4-layer digits net of width 4.
 TINY = """
@@ -39,10 +39,6 @@ BLOWUP = """
   - label: absurd lr
     overrides: {optim: {lr: 10000.0}}
 """
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def json_lines(text):

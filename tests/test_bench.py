@@ -6,20 +6,16 @@ import json
 import pytest
 import torch
 from torch import nn
-from typer.testing import CliRunner
 
 from resnet_cli.bench import baseline as B
 from resnet_cli import bench
 from resnet_cli import spec as S
-from resnet_cli.cli import app
 from resnet_cli.model import build_model, count_params
+
+from invoking import invoke
 
 TINY = ["--depth", "8", "--set", "model.widths=[4,4,8]", "--batch-size", "8", "--steps", "2", "--warmup", "1",
         "--rounds", "1"]
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def json_lines(text):

@@ -5,14 +5,13 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from typer.testing import CliRunner
 
 from resnet_cli import spec as spec_mod
-from resnet_cli.cli import app
 from resnet_cli.sweep import budgets
 from resnet_cli.results import report as report_mod
 from resnet_cli.sweep import plan as study_mod
 
+from invoking import invoke
 from processes import TINY_STUDY
 
 # One-epoch runs of two iterations (128 images at batch 64), one seed, a 4-layer digits net.
@@ -24,10 +23,6 @@ fail_above: 50.0
   - label: plain
     overrides: {model.shortcut.kind: none}
 """
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def test_milestones_and_length_scale_with_the_budget():

@@ -9,18 +9,13 @@ import statistics
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
 from resnet_cli.results import evidence, power, verdicts
 from resnet_cli.sweep import plan as plan_mod
 from resnet_cli.sweep.family import Family, Member
 
 from test_ablate import TINY
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+from invoking import invoke
 
 
 def _family(pairs, metric="test_error"):

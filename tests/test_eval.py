@@ -9,15 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
 from resnet_cli.analysis import evaluate as EV
 from resnet_cli.analysis.trained import load_run
 
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+from invoking import invoke
 
 
 def json_lines(text):

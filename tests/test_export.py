@@ -9,22 +9,17 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from resnet_cli import spec as S
-from resnet_cli.cli import app
 from resnet_cli.data import synthetic
 from resnet_cli.analysis import export as EX
 from resnet_cli.analysis.trained import load_run
 from resnet_cli.model import build_model
 
+from invoking import invoke
 from processes import in_child
 
 HAS_ONNX = all(importlib.util.find_spec(m) for m in ("onnx", "onnxscript", "onnxruntime"))
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 # `resnet export --format onnx` runs in a child: torch's ONNX exporter (dynamo) leaves compiled

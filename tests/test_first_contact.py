@@ -8,18 +8,17 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
 from resnet_cli.sweep import study_file
 from test_ablate import TINY  # a two-row study of 4-layer digits nets, two seeds
+from invoking import invoke as run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(p.stem for p in (ROOT / "configs" / "studies").glob("*.yaml"))  # independent of the code
 
 
 def invoke(*args, **env):
-    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "400", **env})
+    return run_cli(*args, env={"COLUMNS": "400", **env})
 
 
 def test_the_shipped_studies_are_ten_and_the_code_finds_each():

@@ -11,18 +11,13 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
 from resnet_cli.results import formats
 
 from test_ablate import BLOWUP, TINY
+from invoking import invoke
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tools"))
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 STUDY = TINY.replace("seeds: [0, 1]", "seeds: [0, 1, 2]") + """claims:

@@ -75,6 +75,10 @@ def test_a_plane_counts_strict_minima_against_all_eight_neighbours():
     diagonal = np.full((3, 3), 5.0)
     diagonal[1, 1], diagonal[2, 2] = 1.0, 0.5  # a lower diagonal neighbour: the centre is no minimum
     assert LS.measures(diagonal)["local_minima"] == 0
+    for above_or_below in ((0, 1), (2, 1)):  # the neighbours straight above and below count too
+        column = np.full((3, 3), 5.0)
+        column[1, 1], column[above_or_below] = 1.0, 0.5
+        assert LS.measures(column)["local_minima"] == 0, above_or_below
 
 
 @pytest.mark.parametrize("big", [(0, 1), (1, 0)])
@@ -104,7 +108,9 @@ def test_contour_levels_span_every_surface_together():
     assert len(levels) == 25 and levels[0] == pytest.approx(0.0) and levels[-1] == pytest.approx(3.0)
     assert np.allclose(np.diff(levels), 3.0 / 24)
     flat = LS.contour_levels([result([10.0] * 4)])
-    assert len(flat) == 25 and flat[0] == pytest.approx(1.0) and flat[-1] == pytest.approx(1.0 + 1e-6)
+    # a flat surface still gets rising levels (matplotlib's contour refuses equal ones): 1e-6 apart in all
+    assert len(flat) == 25 and flat[0] == 1.0 and np.all(np.diff(flat) > 0)
+    assert flat[-1] - flat[0] == pytest.approx(1e-6, rel=1e-3)
 
 
 # --- the scan -------------------------------------------------------------------------------------
@@ -141,6 +147,13 @@ def test_a_plane_scan_is_the_loss_of_the_weights_moved_along_both_directions(res
         str(residual8_run), "ResNet-8", 2, 150, 5)
     assert 0 < got["wall_s"] <= spent
     assert said == []  # 9 points: a progress line every 10
+    # its measures are those of the plane (rows beta, columns alpha), not of the 9 losses in a line
+    plane = np.array([p["loss"] for p in got["points"]]).reshape(3, 3)
+    centre_lowest = all(plane[1, 1] < v for i, v in enumerate(plane.ravel()) if i != 4)
+    assert got["measures"]["local_minima"] == int(centre_lowest)
+    logs = np.log(plane)
+    tv = [np.abs(np.diff(line)).sum() / (line.max() - line.min()) for line in [*logs, *logs.T]]
+    assert got["measures"]["tv_ratio"] == pytest.approx(np.mean(tv))
 
 
 def test_a_line_scan_logs_every_tenth_of_its_points(residual8_run):
@@ -151,6 +164,35 @@ def test_a_line_scan_logs_every_tenth_of_its_points(residual8_run):
     assert all("beta" not in p for p in got["points"])
     again = LS.scan(trained, dims=1, lo=-0.5, hi=0.5, points=25, samples=50, seed=0)
     assert [p["loss"] for p in again["points"]] == [p["loss"] for p in got["points"]]
+    plane = []  # a plane of 11 x 11 points: a line every tenth of its 121 (12 points), not every 10
+    LS.scan(trained, dims=2, lo=-0.5, hi=0.5, points=11, samples=20, seed=0, log=plane.append)
+    assert plane == [f"ResNet-8: {n}/121 points" for n in range(12, 121, 12)]
+
+
+def test_a_direction_is_filter_normalised_in_its_weights_dtype():
+    """Li et al. 2018, Sec. 4: each filter of the direction scaled to the norm of the weights' filter;
+    biases and BN parameters left at 0. In the net's own dtype, here float64."""
+    net = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.Flatten(),
+                              torch.nn.Linear(3, 4)).double()
+    d = LS.random_direction(net, torch.Generator().manual_seed(0))
+    assert [t.dtype for t in d] == [torch.float64] * 6
+    for w, t in zip(net.parameters(), d):
+        if w.dim() == 1:
+            assert not t.any()
+        else:
+            for i in range(w.shape[0]):
+                assert t[i].norm().item() == pytest.approx(w[i].norm().item(), rel=1e-6)
+
+
+def test_a_net_without_in_memory_data_names_its_run():
+    from types import SimpleNamespace
+
+    trained = SimpleNamespace(path="runs/folder-net", data=SimpleNamespace(train=None),
+                              spec=SimpleNamespace(data=SimpleNamespace(dataset="imagefolder")))
+    with pytest.raises(UserError) as err:
+        LS.training_subset(trained, 10)
+    assert str(err.value) == ("runs/folder-net: landscape needs in-memory data (digits, synthetic, cifar); "
+                              "imagefolder image folders are not supported")
 
 
 def test_a_training_subset_is_the_first_images_of_a_fixed_shuffle(residual8_run):
@@ -166,7 +208,8 @@ def test_a_training_subset_is_the_first_images_of_a_fixed_shuffle(residual8_run)
                                           ({"lo": 0.5, "hi": 0.5}, "--range 0.5 0.5: the first value must be below")])
 def test_a_bad_grid_names_itself(residual8_run, kwargs, words):
     with pytest.raises(UserError, match=words.replace("(", r"\(").replace(")", r"\)")):
-        LS.scan(load_run(residual8_run), **kwargs)
+        LS.scan(load_run(residual8_run), **{"dims": 1, "lo": -1.0, "hi": 1.0, "points": 5, "samples": 10, "seed": 0,
+                                            **kwargs})
 
 
 # --- the figure -----------------------------------------------------------------------------------
@@ -223,9 +266,18 @@ def test_the_plane_figure_shares_its_levels_and_colour_bar(monkeypatch, tmp_path
     a = plane_result("ResNet-56", [10.0, 5, 10, 5, 1, 5, 10, 5, 10], 1, 1.5, 0.0)
     # log10 loss 1.5 + alpha / 2 + beta: a tilted plane, 0 to 3 (no saddle for contouring to resolve)
     b = plane_result("plain-56", [10 ** (1.5 + al / 2 + be) for be in (-1, 0, 1) for al in (-1, 0, 1)], 3, 4.25, 0.444)
+    import matplotlib
+
+    # a user's matplotlibrc may name another default colour map: panels and bar still share viridis
+    monkeypatch.setitem(matplotlib.rcParams, "image.cmap", "plasma")
     fig = drawn(monkeypatch, tmp_path, [a, b])
     panels, bars = fig.axes[:2], fig.axes[2:]
+    from matplotlib.collections import QuadMesh
+
+    (colours,) = [c for c in bars[0].collections if isinstance(c, QuadMesh)]  # the bar's colour strip
+    assert colours.get_cmap().name == "viridis"
     assert len(bars) == 1 and bars[0].get_ylabel() == "log10 training loss"
+    assert bars[0].get_ylim() == (0.0, 3.0)  # the bar spans the levels: its colours are the panels'
     levels = np.linspace(0.0, 3.0, 25)  # log10 of 1 to 1000, both panels together
     assert panels[0].get_position().x1 <= panels[1].get_position().x0
     for ax, r in zip(panels, (a, b)):
@@ -234,6 +286,9 @@ def test_the_plane_figure_shares_its_levels_and_colour_bar(monkeypatch, tmp_path
                                   f"{m['tv_ratio']:.2f}, non-convex {100 * m['nonconvex_fraction']:.0f}%")
         (cs,) = [c for c in ax.collections if hasattr(c, "levels")]
         assert np.allclose(cs.levels, levels)  # the same levels in every panel: one colour, one loss
+        assert (cs.norm.vmin, cs.norm.vmax) == (0.0, 3.0) and cs.get_cmap().name == "viridis"
+        labelled = [t.get_text() for t in ax.texts]  # every fourth level labelled, to one decimal
+        assert labelled and set(labelled) <= {f"{v:.1f}" for v in levels[::4]}, labelled
         (centre,) = ax.get_lines()
         assert (list(centre.get_xdata()), list(centre.get_ydata()), centre.get_marker()) == ([0], [0], "+")
         assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_aspect()) == ("d1", "d2", 1.0)
@@ -244,3 +299,13 @@ def test_the_plane_figure_shares_its_levels_and_colour_bar(monkeypatch, tmp_path
     at = int(np.argmin(abs(cs.levels - 2.5)))
     points = np.concatenate([seg for seg in cs.allsegs[at] if len(seg)])
     assert len(points) >= 2 and np.all(points[:, 1] >= 0.5 - 0.1) and np.all(points[:, 0] >= -0.1)
+
+
+def test_the_plane_figure_labels_every_fourth_level_to_one_decimal(monkeypatch, tmp_path):
+    # log10 loss 1.45 (2 + alpha + beta) / 2 on the 3 x 3 grid: 0 to 2.9, so the levels are not round
+    tilted = plane_result("ResNet-20", [10 ** (1.45 * (2 + al + be) / 2) for be in (-1, 0, 1) for al in (-1, 0, 1)],
+                          0, 1.0, 0.0)
+    (ax, _bar) = drawn(monkeypatch, tmp_path, [tilted]).axes
+    labelled = {t.get_text() for t in ax.texts}
+    every_fourth = {f"{v:.1f}" for v in np.linspace(0.0, 2.9, 25)[::4]}  # 0.0, 0.5, 1.0, 1.4, 1.9, 2.4, 2.9
+    assert len(labelled) >= 3 and labelled <= every_fourth, labelled

@@ -7,18 +7,13 @@ import os
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
 
+from invoking import invoke
 from processes import ENV, resnet
 
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--iters", "2", "--set", "train.checkpoint_every=0"]
 NO_CIFAR = ["cifar/resnet20", "--set", "data.download=false", "--iters", "2"]
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def one_line(r, needle):

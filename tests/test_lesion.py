@@ -5,19 +5,15 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from resnet_cli import spec as S
-from resnet_cli.cli import app
 from resnet_cli.analysis import lesion as L
 from resnet_cli.analysis.trained import Trained
 from resnet_cli.model import build_model
 
 from oracles import shortcut_path
 
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+from invoking import invoke
 
 
 def json_lines(r):

@@ -120,7 +120,7 @@ def test_landscape_centre_is_the_eval_mode_loss_on_the_training_images(residual8
     trained = load_run(residual8_run)
     train, test = trained.data.train, trained.data.test
     # all the training images: the subset is the whole split, whatever its order
-    r = Ls.scan(trained, dims=1, points=3, samples=10_000)
+    r = Ls.scan(trained, dims=1, lo=-1.0, hi=1.0, points=3, samples=10_000, seed=0)
     assert r["samples"] == len(train) == 1437
     hand = eval_loss(trained.model, train.x, train.y)
     assert r["center"]["loss"] == pytest.approx(hand, rel=1e-6)
@@ -137,7 +137,7 @@ def test_landscape_centre_is_the_eval_mode_loss_on_the_training_images(residual8
     assert hand != pytest.approx(batch_stats, rel=1e-4)
 
     # a subset: the first 200 images of the fixed shuffle with seed 0 (the module's SUBSET_SEED)
-    r = Ls.scan(load_run(residual8_run), dims=1, points=3, samples=200)
+    r = Ls.scan(load_run(residual8_run), dims=1, lo=-1.0, hi=1.0, points=3, samples=200, seed=0)
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(0))[:200]
     assert r["samples"] == 200
     assert r["center"]["loss"] == pytest.approx(eval_loss(trained.model, train.x[order], train.y[order]), rel=1e-6)

@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from resnet_cli import data as D
 from resnet_cli import spec as S
-from resnet_cli.cli import app
 from resnet_cli.data import idx, mnist
 from resnet_cli.errors import UserError
 from resnet_cli.spec import DataSpec
+
+from invoking import invoke
 
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -60,10 +60,6 @@ def fake_set(folder: Path, n_train: int = 40, n_test: int = 20, seed: int = 0, g
         write_idx(folder / images_name, arrays[f"{which}_x"], gz=gz)
         write_idx(folder / labels_name, arrays[f"{which}_y"], gz=gz)
     return arrays
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def one_error_line(result) -> str:

@@ -6,15 +6,11 @@ import json
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
+from invoking import invoke
+
 
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "1"]
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def one_line(r, *needles) -> str:

@@ -10,10 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from typer.testing import CliRunner
 
 from resnet_cli import spec as S
-from resnet_cli.cli import app
 from resnet_cli.errors import UserError
 from resnet_cli.analysis import paths as P
 from resnet_cli.model import build_model
@@ -21,9 +19,7 @@ from resnet_cli.model.nets import ResNet
 from resnet_cli.model.shortcuts import IdentityShortcut, ScaledShortcut, ZeroPadSkip
 from resnet_cli.model.units import ResidualUnit
 
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+from invoking import invoke
 
 
 def cifar_model(kind="identity", unit="original", downsample="A", seed=0):

@@ -75,6 +75,9 @@ def test_nothing_to_carry_shares_nothing_and_spans_every_length():
     ([0.3, 0.5, 0.2], 0.7, (0, 1)),  # two windows of two: the one carrying 0.8, not the later 0.7
     ([0.45, 0.1, 0.45], 0.5, (0, 1)),  # two of two carrying 0.55 each: the first stays
     ([0.1, 0.2, 0.3, 0.4], 0.5, (2, 3)),
+    # one share alone carries 40%; later windows of two and three (0.5, 0.4) are longer, though they
+    # start later: length is hi - lo whatever lo is
+    ([0.1, 0.4, 0.1, 0.2, 0.2], 0.4, (1, 1)),
 ])
 def test_the_shortest_window_rules(shares, mass, want):
     lo, hi, carried = P.shortest_window(shares, mass)
@@ -136,6 +139,10 @@ def test_sampled_gradients_are_those_of_the_summed_loss_on_sampled_routes():
     ten = []
     P.sample_gradients(model, batches[:1], 10, seed=0, log=ten.append)
     assert ten == [f"  sample {s}/10: 4 routes" for s in (2, 4, 6, 8, 10)]  # a line every fifth
+    for samples, lines in ((7, range(1, 8)), (15, (3, 6, 9, 12, 15))):  # fifths that are not whole: 7 // 5 is 1
+        said = []
+        P.sample_gradients(model, batches[:1], samples, seed=0, log=said.append)
+        assert said == [f"  sample {s}/{samples}: 4 routes" for s in lines], samples
 
 
 def test_sampled_routes_of_k_units_have_k_distinct_branches():
@@ -254,7 +261,8 @@ def test_the_figure_draws_each_nets_three_panels_from_its_rows(monkeypatch, tmp_
         "(a) distribution of path length", "(b) gradient of one path", "(c) total gradient per length (shaded: 80%)"]
     assert [ax.get_ylabel() for ax in (ax_n, ax_g, ax_t)] == [
         "share of all paths", "gradient norm at the input", "share of the total gradient"]
-    assert ax_n.get_xlabel() == "path length (units through their branch)" and ax_g.get_xlabel() == "path length"
+    assert [ax.get_xlabel() for ax in (ax_n, ax_g, ax_t)] == [
+        "path length (units through their branch)", "path length", "path length"]
     for ax in (ax_n, ax_g, ax_t):
         texts = ax.get_legend().get_texts()
         assert [t.get_text() for t in texts] == ["ResNet-8, trained", "ResNet-8, init", "plain-8 (2 fixed), trained"]

@@ -3,13 +3,8 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
+from invoking import invoke
 
 
 @pytest.fixture(scope="module")

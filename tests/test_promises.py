@@ -9,21 +9,16 @@ import signal
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from resnet_cli import output
 from resnet_cli import spec as S
-from resnet_cli.cli import app
 from resnet_cli.runs.writer import RunDir
 
+from invoking import invoke
 from processes import ENV, here, resnet, spawn, start_paused
 from test_reliability import PAUSE_AT, RUN, weights
 
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "1"]
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 # -- terminals and pipes -------------------------------------------------------------------------

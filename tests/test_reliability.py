@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from resnet_cli.training import checkpoint as ckpt
-from resnet_cli.cli import app
 from resnet_cli.runs.writer import RunDir
 
+from invoking import invoke
 from processes import ENV, handled, here, resnet, spawn, start_paused
 
 # ~90 iterations an epoch (batch 16 on 1,437 digits), checkpoints every 10: kills land mid-epoch.
@@ -129,10 +128,6 @@ def test_kill_during_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path):
     r = invoke("train", "--resume", run)
     assert r.exit_code == 0, r.stderr
     assert not list(run.glob(ckpt.TMP_PREFIX + "*"))
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def tiny_run(path: Path):

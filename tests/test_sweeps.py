@@ -10,10 +10,9 @@ import sys
 import time
 
 import pytest
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
 
+from invoking import invoke
 from processes import TINY_STUDY, alive, children, handled, here, start_paused
 
 STUDY = """
@@ -29,10 +28,6 @@ def study(tmp_path, rows, **replace):
     path = tmp_path / "s.yaml"
     path.write_text(text)
     return path
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def json_lines(text):
@@ -119,12 +114,12 @@ def test_workers_end_when_their_ablate_is_sigkilled(tmp_path):
     assert int(marker.read_text()) in workers  # a paused run is in a worker, not the parent
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    marker.unlink()
-    # "Within seconds" on a quiet machine; 30 leaves room for a loaded one (2 cores under a running
-    # study: a worker's save and exit can take over 10) and stays under ORPHAN_GRACE_S, the 60 s a
-    # worker stuck in its run would take.
-    deadline = time.monotonic() + 30
+    # Both workers hold at step 3 on the same marker: the one that gets there after the first is let
+    # go creates it again and would hold for a minute, so the marker is removed for as long as any
+    # worker lives. "Within seconds", under ORPHAN_GRACE_S (the 60 s a worker stuck in its run takes).
+    deadline = time.monotonic() + 10
     while any(map(alive, workers)) and time.monotonic() < deadline:
+        marker.unlink(missing_ok=True)
         time.sleep(0.1)
     assert not [pid for pid in workers if alive(pid)], "a worker outlived its parent"
 

@@ -4,19 +4,14 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from resnet_cli.training import schedule
 from resnet_cli import spec as S
-from resnet_cli.cli import app
 
+from invoking import invoke
 from processes import ENV, resnet, spawn
 
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "2"]
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def json_lines(text):

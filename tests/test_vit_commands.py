@@ -4,16 +4,12 @@ train, degrade, gradnorm, lesion, landscape, paths and ablate, each through the 
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from resnet_cli.cli import app
+from invoking import invoke
+
 
 SMALL = ["--set", "model.widths=[8]", "--set", "model.heads=2", "--set", "data.train_subset=128",
          "--set", "data.test_subset=60"]
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def json_lines(text):

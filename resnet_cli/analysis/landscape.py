@@ -79,8 +79,8 @@ def _loss_acc(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1
     return loss.item() / len(y), 100.0 * right.item() / len(y)
 
 
-def scan(trained: Trained, dims: int = 1, lo: float = -1.0, hi: float = 1.0, points: int = 21, samples: int = 1000,
-         seed: int = 0, log: Callable[[str], None] | None = None) -> dict:
+def scan(trained: Trained, *, dims: int, lo: float, hi: float, points: int, samples: int, seed: int,
+         log: Callable[[str], None] | None = None) -> dict:
     """Loss and accuracy on a points (x points) grid over [lo, hi]; the weights are restored after."""
     if dims not in (1, 2):
         raise UserError(f"--dims {dims}: give 1 (a line) or 2 (a plane)")

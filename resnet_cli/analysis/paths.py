@@ -362,7 +362,7 @@ def figure(results: list[dict], path: str | Path) -> Path:
     ax_n.set(xlabel="path length (units through their branch)", ylabel="share of all paths",
              title="(a) distribution of path length")
     ax_g.set(xlabel="path length", ylabel="gradient norm at the input", title="(b) gradient of one path")
-    mass = results[0]["mass"] if results else MASS
+    mass = results[0]["mass"]  # one mass per study: every net is measured with the same
     ax_t.set(xlabel="path length", ylabel="share of the total gradient",
              title=f"(c) total gradient per length (shaded: {100 * mass:.0f}%)")
     for ax in (ax_n, ax_g, ax_t):

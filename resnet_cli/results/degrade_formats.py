@@ -40,8 +40,6 @@ def _med_range(s: dict[str, Any], metric: str, fmt) -> str:
     return fmt(med)
 
 
-
-
 def table(records: list[dict[str, Any]], findings: list[dict[str, Any]] | None = None) -> str:
     """The summaries of `resnet degrade --json` (or the rows of `resnet report --json` on its
     directory); then the article's figures beside ours (degrade.json's `findings`)."""
@@ -190,7 +188,8 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
     for s in summaries:
         name = f"{s['net']}-{s['depth']}"
         dag = r"$^{\dag}$" if name in marked else ""
-        train, test = (f"{num(s[f'{e}_median'])} ({num(s[f'{e}_min'])}--{num(s[f'{e}_max'])})"
+        train, test = (num(s[f"{e}_median"]) if s[f"{e}_median"] is None else  # no finished seed: no range
+                       f"{num(s[f'{e}_median'])} ({num(s[f'{e}_min'])}--{num(s[f'{e}_max'])})"
                        for e in ("train_error", "test_error"))
         lines.append(f"{latex_escape(s['net'])}{dag} & {s['depth']} & {s['n']} & {train} & {test} & "
                      f"{num(s['grad_norm_first_layer_median'])} \\\\")

@@ -63,6 +63,8 @@ def paper_str(value: float | str | None) -> str:
     return value if isinstance(value, str) else f"{value:.2f}"
 
 
+NARROW = 110  # below this many columns the tables keep one decimal, so row labels keep their width
+
 _STATUS_STYLE = {"completed": "green", "diverged": "red", "error": "red", "running": "yellow"}
 
 
@@ -83,7 +85,7 @@ def render(table: StudyResult, live: bool = False, width: int | None = None):
     from rich.markup import escape
     from rich.table import Table
 
-    narrow = width is not None and width < 110
+    narrow = width is not None and width < NARROW
     digits = 1 if narrow else 2
     rule = (f"; fail = median above {table.fail_above:g}%, the paper's rule" if table.fail_above is not None else "")
     caption = (f"ours: {table.dataset or '?'} test error % at the last epoch over finished seeds "
@@ -91,7 +93,7 @@ def render(table: StudyResult, live: bool = False, width: int | None = None):
                f"100 (1 - 1/classes)){rule}; below the median its order-statistic interval "
                f"over seeds with the coverage it has (no interval: n < {evidence.MIN_N}); "
                f"paper: {table.paper_metric or '-'}")
-    if not live and table.reading:
+    if table.reading:  # a live table has no caption at all
         caption += ". " + table.reading
     at = f", {table.budget}x its length" if table.budget != 1 else ""
     t = Table(title=escape(f"{table.title} [preset {table.preset}{at}]"), caption=None if live else escape(caption),
@@ -128,7 +130,7 @@ def render_pairs(result: StudyResult, width: int | None = None):
     c = result.comparison
     if not c or not (c["claims"] or c["exploratory"]):
         return None
-    narrow = width is not None and width < 110
+    narrow = width is not None and width < NARROW
     digits = 1 if narrow else 2
     family = c["family"]
     title = (f"{result.title}: the paper's claims ({family['size']}, Holm over them) and exploratory pairs"

@@ -1,0 +1,127 @@
+"""results/markdown.py on hand-made records, each output written out here in full: the study table
+(a row with a spread, one with diverged seeds and the paper's "fail", one seed, none), the reading's
+orders (ties, a diverged row last, groups, Kendall's tau exact and Monte Carlo) and the claims'
+reading (each verdict, the exploratory pairs, singular and plural, the power line)."""
+
+from resnet_cli.results import markdown
+
+HEADER = ("| # | row | ours: median % | interval of the median (coverage) | mean ± std (n) | train loss | status "
+          "| paper % |\n|---|---|---|---|---|---|---|---|\n")
+
+
+def row(index, label, median, paper, **more):
+    return {"event": "row", "index": index, "row": label, "test_error_median": median, "paper": paper, **more}
+
+
+def test_the_table_shows_spread_diverged_seeds_fails_and_empty_rows():
+    records = [
+        row(1, "original", 6.0, 6.61, n=3, diverged=0, interval=[5.0, 7.0], coverage=0.75, test_error_mean=6.0,
+            test_error_std=1.0, train_loss=0.012345, status="3 completed"),
+        row(2, "dropout", 90.0, "fail", fail=True, n=3, diverged=1, interval=[80.0, 90.0], coverage=0.75,
+            test_error_mean=85.0, test_error_std=5.0, train_loss=2.302585, status="2 completed, 1 diverged"),
+        row(3, "1x1 conv", 7.25, None, n=1, diverged=0, interval=None, coverage=None, test_error_mean=7.25,
+            test_error_std=None, train_loss=None, status="1 completed"),
+        row(4, "gating", None, 12.86, n=0, train_loss=None, status="not started"),
+        # an older record, from before the interval field: recomputed from its seeds' errors
+        row(5, "scaling", 6.0, 12.35, n=3, test_errors=[7.0, 5.0, 6.0], test_error_mean=6.0, test_error_std=1.0,
+            train_loss=0.5, status="3 completed"),
+        {"event": "study", "claims": []},
+    ]
+    assert markdown.ablate_table(records) == HEADER + (
+        "| 1 | original | 6.00 | [5.00, 7.00] 75% | 6.00 ± 1.00 (3) | 0.0123 | 3 completed | 6.61 |\n"
+        "| 2 | dropout | 90.00 **fail** | [80.00, 90.00] 75% | 85.00 ± 5.00 (3, 1 diverged) | 2.3026 "
+        "| 2 completed, 1 diverged | fail |\n"
+        "| 3 | 1x1 conv | 7.25 | n < 3: no interval | 7.25 (1) | - | 1 completed | - |\n"
+        "| 4 | gating | - | - | - | - | not started | 12.86 |\n"
+        "| 5 | scaling | 6.00 | [5.00, 7.00] 75% | 6.00 ± 1.00 (3) | 0.5000 | 3 completed | 12.35 |\n")
+
+
+def pair(better, worse, verdict, n, shift, interval=None, coverage=None, metric="test_error", **more):
+    return {"better": better, "worse": worse, "verdict": verdict, "n": n, "shift": shift, "interval": interval,
+            "coverage": coverage, "metric": metric, **more}
+
+
+def test_the_claims_reading_counts_each_verdict_and_keeps_the_exploratory_pairs_apart():
+    study = {
+        "family": {"size": 3, "declared": True},
+        "claims": [
+            pair("original", "dropout", "in order", 8, 1.5, [0.5, 2.5], 0.9296875, p_holm=0.0234),
+            pair("original", "1x1 conv", "unresolved", 10, 0.25, metric="train_loss", p=0.0625, p_holm=0.125,
+                 mean=0.3, sd=0.2, seeds_needed={"estimate": 9, "range": [6, 40]}),
+            pair("gating", "original", "reversed", 8, -2.0, [-3.0, -1.0], 0.9296875, metric="val_error",
+                 p_holm=0.04),
+        ],
+        "exploratory": [
+            pair("a", "b", "exploratory", 0, None, mean=None, sd=None),
+            pair("a", "c", "exploratory", 1, 1.0, mean=1.0, sd=None),
+            pair("c", "d", "exploratory", 8, 0.1, mean=0.1, sd=0.5, p=0.8125,
+                 seeds_needed={"estimate": None, "more_than": 200}),
+        ],
+        "power": "the quick preset's 12 seeds resolve a 2-sd gap with 80% power",
+    }
+    assert markdown.claims_reading(study) == (
+        "Its 3 declared claims, by the sign-flip test of the differences paired by seed with Holm's adjustment "
+        "over them: 1 in the paper's order and resolved, 1 unresolved, 1 reversed and resolved. "
+        "In the paper's order (resolved at n = 8): original < dropout (difference +1.50 [+0.50, +2.50] 92.9%, "
+        "Holm p 0.0234). "
+        "Unresolved at n = 10: original < 1x1 conv in train loss (difference +0.25, p 0.0625, Holm 0.125; about 9 "
+        "seeds (6-40 over the sd's own uncertainty) would resolve it with 80% power). "
+        "Reversed (resolved at n = 8): gating < original (difference -2.00 [-3.00, -1.00] 92.9%, Holm p 0.04). "
+        "Exploratory pairs (3: raw p, not adjusted, never called resolved): a < b (no seed in common); "
+        "a < c (difference +1.00, one seed: no spread); c < d (difference +0.10, p 0.812; more than 200 seeds "
+        "would be needed to resolve it with 80% power). "
+        "The quick preset's 12 seeds resolve a 2-sd gap with 80% power.")
+
+
+def test_one_undeclared_pair_is_singular_and_its_seeds_counts_are_listed():
+    kept = [pair("A", "B", "in order", 8, 1.0, p_holm=0.01), pair("A", "C", "in order", 10, 2.0, p_holm=0.02)]
+    study = {"family": {"size": 1, "declared": False}, "claims": kept[:1], "exploratory": []}
+    assert markdown.claims_reading(study) == (
+        "The 1 pair with a paper figure (no claims declared: the family), by the sign-flip test of the differences "
+        "paired by seed with Holm's adjustment over them: 1 in the paper's order and resolved, 0 unresolved, "
+        "0 reversed and resolved. In the paper's order (resolved at n = 8): A < B (difference +1.00, Holm p 0.01).")
+    two = markdown.claims_reading({"family": {"size": 2, "declared": False}, "claims": kept, "exploratory": []})
+    assert two.startswith("Its 2 pairs with a paper figure (no claims declared: the family),")
+    assert "(resolved at n = 8/10): A < B (difference +1.00, Holm p 0.01); A < C (difference +2.00, Holm p 0.02)." in two
+    assert markdown.claims_reading({"family": {"size": 1, "declared": True}, "claims": [], "exploratory": []}) == (
+        "No declared claim has both its rows here.")
+    assert markdown.claims_reading({"family": {"size": 0, "declared": False}, "claims": [], "exploratory": []}) == ""
+
+
+def test_the_orders_tie_equal_medians_put_a_diverged_row_last_and_count_the_fails():
+    records = [
+        row(1, "A", 5.0, 6.0), row(2, "B", 5.0, 7.0), row(3, "C", 4.0, 7.0),
+        row(4, "D", 90.0, "fail", fail=True), row(5, "E", None, 8.0),  # E: every seed diverged
+        row(6, "F", 10.0, "fail"),  # the paper's fail that trains here
+        {"event": "study", "claims": [], "family": {"size": 0, "declared": False}, "exploratory": [],
+         "orders": [{"group": None, "kendall_tau": 0.333, "p_value": 0.25, "p_exact": False, "rows": 3,
+                     "left_out": 1}]},
+    ]
+    assert markdown.ablate_order(records) == (
+        "Rows with a paper figure, best first: paper 1 < 2 = 3 < 5; ours 3 < 1 = 2 < 5. Kendall's tau 0.33 "
+        "(one-sided permutation p = 0.250, Monte Carlo, 3 rows, 1 failing row left out). "
+        "The paper's \"fail\" rows failing here: 1 of 2. Rows the paper trains that fail here: 5.\n")
+
+
+def test_each_group_reads_alone_and_a_group_of_one_has_no_order():
+    records = [
+        row(1, "A", 7.0, 6.0, group="CIFAR-10"), row(2, "B", 5.0, 7.0, group="CIFAR-10"),
+        row(3, "C", 3.0, 5.0, group="ImageNet"), row(4, "D", 9.0, 8.0, fail=True, group="ImageNet-2"),
+        {"event": "study", "claims": [], "family": {"size": 0, "declared": False}, "exploratory": [],
+         "orders": [{"group": "CIFAR-10", "kendall_tau": -1.0, "p_value": 1.0, "p_exact": True, "rows": 2,
+                     "left_out": 2}]},
+    ]
+    assert markdown.ablate_order(records) == (
+        "CIFAR-10: rows with a paper figure, best first: paper 1 < 2; ours 2 < 1. Kendall's tau -1.00 "
+        "(one-sided permutation p = 1.000, exact, 2 rows, 2 failing rows left out). "
+        "Rows the paper trains that fail here: 4.\n")
+    no_tau = records[:2] + [{**records[-1], "orders": []}]
+    assert markdown.ablate_order(no_tau) == "CIFAR-10: rows with a paper figure, best first: paper 1 < 2; ours 2 < 1.\n"
+
+
+def test_the_seeds_a_claim_needs_show_their_spread_only_where_there_is_one():
+    assert markdown.seeds_needed_str(None) == ""
+    assert markdown.seeds_needed_str({"estimate": 10, "range": [10, 10]}) == (
+        "about 10 seeds would resolve it with 80% power")
+    assert markdown.seeds_needed_str({"estimate": 12, "range": [7, None]}) == (
+        "about 12 seeds (7-more than 200 over the sd's own uncertainty) would resolve it with 80% power")

@@ -1,0 +1,50 @@
+"""results/report.py's grouping by hand: records into one table per study, preset and budget, rows in
+the study's order and seeds in order; and the runs a shipped study plans but a directory lacks, as
+pending seeds (the quick shortcut study: 11 rows of 12 seeds, He 2016b Table 1 on digits)."""
+
+from pathlib import Path
+
+from resnet_cli.results import report
+from resnet_cli.results.records import SeedResult
+
+
+def seed(study, index, label, s, preset="quick", budget=1, status="completed", **more):
+    return SeedResult(path=Path(f"{study}/{index:02d}-s{s}"), study=study, title=study.title(), preset=preset,
+                      paper_metric=None, index=index, row=label, seed=s, paper=None, status=status,
+                      budget=budget, test_error=5.0, **more)
+
+
+def test_records_group_into_a_table_per_study_preset_and_budget_in_order():
+    records = [seed("shortcut", 2, "b", 1), seed("shortcut", 1, "a", 3), seed("depth", 1, "x", 0),
+               seed("shortcut", 1, "a", 0), seed("shortcut", 1, "a", None, status="error"),
+               seed("shortcut", 1, "a", 0, budget=2), seed("shortcut", 1, "a", 2, preset="full"),
+               seed("shortcut", 2, "b", 0, group="g")]
+    tables = report.aggregate(records)
+    assert [(t.study, t.preset, t.budget) for t in tables] == [
+        ("depth", "quick", 1), ("shortcut", "full", 1), ("shortcut", "quick", 1), ("shortcut", "quick", 2)]
+    quick = tables[2]
+    assert [(r.index, r.row) for r in quick.rows] == [(1, "a"), (2, "b")]
+    assert [r.seed for r in quick.rows[0].runs] == [0, 3, None]  # a run without a seed last
+    assert [r.seed for r in quick.rows[1].runs] == [0, 1]
+    assert quick.rows[1].group is None  # the row takes its first record's group
+    assert (quick.title, tables[3].budget) == ("Shortcut", 2)
+
+
+def test_a_shipped_studys_missing_seeds_come_back_pending():
+    have = [seed("shortcut", 1, "original (identity)", 0), seed("shortcut", 1, "original (identity)", 1)]
+    gone = report.missing(have)
+    assert len(gone) == 11 * 12 - 2
+    assert {r.status for r in gone} == {"pending"} and {r.study for r in gone} == {"shortcut"}
+    assert [(r.index, r.seed) for r in gone[:3]] == [(1, 2), (1, 3), (1, 4)]
+    assert {r.index for r in gone} == set(range(1, 12))
+    first = gone[0]
+    assert (first.row, first.fail_above, first.chance, first.dataset, first.preset) == (
+        "original (identity)", 20.0, 90.0, "digits", "quick")
+
+
+def test_nothing_is_guessed_for_runs_no_shipped_plan_has():
+    assert report.missing([seed("shortcut", 1, "a row this version does not have", 0)]) == []
+    assert report.missing([seed("not-a-shipped-study", 1, "a", 0)]) == []
+    assert report.missing([seed("shortcut", 1, "original (identity)", 0, preset="no-such-preset")]) == []
+    assert report.missing([seed("shortcut", 1, "original (identity)", 0, budget=2)]) == []  # a --budgets table
+    assert report.missing([seed("runs", 1, "loose", 0)]) == []

@@ -225,3 +225,28 @@ def test_bad_input_is_one_line_and_exit_2(broken_runs, which, extra, says):
     assert r.exit_code == 2, (r.stdout, r.stderr)
     assert r.stderr.startswith("resnet: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert says in r.stderr and "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_the_confusion_figure_shows_each_rows_share_and_its_counts(monkeypatch, tmp_path):
+    """Read back from matplotlib: colour is the share of the true class (each row sums to 1, an empty
+    row stays 0), the numbers are the counts (none for 0), white on a dark cell; the title gives the
+    error to two places. Three classes by hand: true 0 -> predicted 0 three times and 2 once."""
+    import numpy as np
+
+    from drawn import drawn_figure
+
+    confusion = [[3, 0, 1], [0, 0, 0], [1, 1, 2]]
+    result = {"label": "ResNet-8", "split": "test", "error": 42.857, "run": "runs/r8", "classes": ["0", "1", "2"],
+              "confusion": confusion}
+    fig = drawn_figure(monkeypatch, lambda path: EV.figure([result], path), tmp_path / "cm.png")
+    ax = fig.axes[0]
+    (image,) = ax.get_images()
+    assert np.allclose(image.get_array(), [[0.75, 0, 0.25], [0, 0, 0], [0.25, 0.25, 0.5]])
+    assert image.get_clim() == (0, 1)
+    numbers = {(t.get_position(), t.get_text(), t.get_color()) for t in ax.texts}
+    assert numbers == {((0, 0), "3", "white"), ((2, 0), "1", "black"), ((0, 2), "1", "black"),
+                       ((1, 2), "1", "black"), ((2, 2), "2", "black")}  # (predicted, true): share 0.5 is not dark
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2"]
+    assert ax.get_title() == "ResNet-8, test: 42.86% error\nruns/r8"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("predicted class", "true class")
+    assert fig.axes[-1].get_ylabel() == "share of the true class"  # the colour bar

@@ -227,3 +227,21 @@ def test_summary_median_is_the_true_median_over_every_weight_layer(kind, layers)
     assert s["weight_layers"] == layers
     assert s["median_layer"] == pytest.approx(statistics.median(norms), rel=1e-12)
     assert (s["min_layer"], s["max_layer"]) == (min(norms), max(norms))
+
+
+def test_the_responses_figure_draws_each_nets_stds_in_order_and_sorted(monkeypatch, tmp_path):
+    """He 2016a Fig. 7 read back from matplotlib: top, each layer's std in the net's order; bottom,
+    the same stds from the largest down; plain dashed, residual solid, a net's name where it has one."""
+    from drawn import drawn_figure
+
+    plain = {"label": "plain-8", "shortcut": "none", "layers": [{"std": s} for s in (0.5, 2.0, 1.0)]}
+    res = {"label": "ResNet-8", "name": "ResNet-8 (seed 1)", "shortcut": "identity",
+           "layers": [{"std": s} for s in (0.25, 0.75)]}
+    fig = drawn_figure(monkeypatch, lambda path: G.responses_figure([plain, res], path), tmp_path / "r.png")
+    top, bottom = fig.axes
+    assert [(ln.get_label(), list(ln.get_xdata()), list(ln.get_ydata()), ln.get_linestyle()) for ln in top.get_lines()] == [
+        ("plain-8", [1, 2, 3], [0.5, 2.0, 1.0], "--"), ("ResNet-8 (seed 1)", [1, 2], [0.25, 0.75], "-")]
+    assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in bottom.get_lines()] == [
+        ([1, 2, 3], [2.0, 1.0, 0.5]), ([1, 2], [0.75, 0.25])]
+    assert (top.get_xlabel(), bottom.get_xlabel()) == ("layer index (original order)", "layer index (sorted by magnitude)")
+    assert top.get_title() == "layer responses after BN" and top.get_ylabel() == bottom.get_ylabel() == "std"

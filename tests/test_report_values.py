@@ -47,4 +47,6 @@ def test_nothing_is_guessed_for_runs_no_shipped_plan_has():
     assert report.missing([seed("not-a-shipped-study", 1, "a", 0)]) == []
     assert report.missing([seed("shortcut", 1, "original (identity)", 0, preset="no-such-preset")]) == []
     assert report.missing([seed("shortcut", 1, "original (identity)", 0, budget=2)]) == []  # a --budgets table
+    budgets = report.missing([seed("shortcut", 1, "original (identity)", s, budget=b) for b in (1, 2) for s in (0, 1)])
+    assert len(budgets) == 11 * 12 - 2 and {r.budget for r in budgets} == {1}  # the preset's table only
     assert report.missing([seed("runs", 1, "loose", 0)]) == []

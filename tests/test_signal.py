@@ -74,3 +74,31 @@ def test_gradnorm_signal_command(tmp_path):
     assert [r["spec"] for r in rows] == [n for n in sig.NETS for _ in range(3)]
     assert all(r["branch_var"] == 0 for r in rows if r["spec"] in ("Fixup", "SkipInit", "ReZero"))
     assert fig.stat().st_size > 0
+
+
+def test_the_figure_draws_each_nets_positive_points_and_names_the_nets_at_zero(monkeypatch, tmp_path):
+    """Brock et al. Fig. 1's three panels read back from matplotlib: a log axis cannot draw 0, so a
+    net's zero points are left out and a net at 0 everywhere is named on the panel instead."""
+    from matplotlib.colors import to_rgb
+
+    from drawn import drawn_figure
+
+    bn = sig.NetSignal("BN", [{"unit": 1, "sq_mean": 0.5, "var": 1.0, "branch_var": 0.25},
+                              {"unit": 2, "sq_mean": 0.0, "var": 1.1, "branch_var": 0.5}])
+    skipinit = sig.NetSignal("SkipInit", [{"unit": 1, "sq_mean": 0.2, "var": 2.0, "branch_var": 0.0},
+                                          {"unit": 2, "sq_mean": 0.3, "var": 4.0, "branch_var": 0.0}])
+    fig = drawn_figure(monkeypatch, lambda path: sig.figure([skipinit, bn], path), tmp_path / "s.png")
+    panels = fig.axes
+    assert [ax.get_title() for ax in panels] == ["average channel squared mean", "average channel variance",
+                                                 "residual branch variance"]
+    assert all(ax.get_yscale() == "log" and ax.get_xlabel() == "residual unit l" for ax in panels)
+    drawn = [{ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.get_lines()} for ax in panels]
+    assert drawn == [{"BN": ([1], [0.5]), "SkipInit": ([1, 2], [0.2, 0.3])},
+                     {"BN": ([1, 2], [1.0, 1.1]), "SkipInit": ([1, 2], [2.0, 4.0])},
+                     {"BN": ([1, 2], [0.25, 0.5])}]
+    assert [[t.get_text() for t in ax.texts] for ax in panels] == [[], [], ["0 at every unit: SkipInit"]]
+    # one colour a net in every panel: BN keeps the second colour where SkipInit, the first, draws nothing
+    for ax in panels:
+        (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "BN"]
+        assert to_rgb(line.get_color()) == to_rgb("C1")
+    assert fig._suptitle.get_text().startswith("signal propagation at initialisation (Brock, De and Smith 2021)")

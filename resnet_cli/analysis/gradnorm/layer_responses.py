@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -75,7 +76,7 @@ def responses(run, split: str = "test", batch_size: int = 500, device: str = "cp
             "split": split, "layers": layers}
 
 
-def responses_figure(runs: list[dict[str, Any]], path) -> None:
+def responses_figure(runs: list[dict[str, Any]], path: str | Path) -> Path:
     """He 2016a Fig. 7: std per layer in network order (top) and sorted by magnitude (bottom)."""
     from ... import figures
 
@@ -90,4 +91,4 @@ def responses_figure(runs: list[dict[str, Any]], path) -> None:
     ax_o.set(xlabel="layer index (original order)", ylabel="std", title="layer responses after BN")
     ax_s.set(xlabel="layer index (sorted by magnitude)", ylabel="std")
     ax_o.legend(fontsize=7)
-    figures.save(fig, path)
+    return figures.save(fig, path)

@@ -17,6 +17,7 @@ step) with no gradient; nothing is trained.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -87,7 +88,7 @@ def rows(results: list[NetSignal]) -> list[dict]:
     return [{"spec": r.name, **u} for r in results for u in r.units]
 
 
-def figure(results: list[NetSignal], path) -> None:
+def figure(results: list[NetSignal], path: str | Path) -> Path:
     """Brock et al. Fig. 1's three panels, one line per net, against the unit index (log scale)."""
     from ... import figures
 
@@ -111,4 +112,4 @@ def figure(results: list[NetSignal], path) -> None:
                     ha="right", va="bottom", fontsize=7)
     fig.suptitle("signal propagation at initialisation (Brock, De and Smith 2021), one batch of real images",
                  fontsize=9)
-    figures.save(fig, path)
+    return figures.save(fig, path)

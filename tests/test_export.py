@@ -13,6 +13,7 @@ import torch
 from resnet_cli import spec as S
 from resnet_cli.data import synthetic
 from resnet_cli.analysis import export as EX
+from resnet_cli.errors import UserError
 from resnet_cli.analysis.trained import load_run
 from resnet_cli.model import build_model
 
@@ -152,3 +153,27 @@ def test_bad_input_is_one_line_and_exit_2(residual8_run, taken, args, says):
     assert r.exit_code == 2 and r.stderr.startswith("resnet: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert says in r.stderr and r.stdout == ""
     assert (taken / "m.pt").read_text() == "someone's file"
+
+
+def test_the_check_compares_logits_at_the_full_batch_and_at_a_quarter_of_it():
+    """compare() by hand on a linear net: a read-back that adds 0.25 to every logit differs by 0.25 at
+    both batch sizes (16 and 4); the largest |logit| is the live net's; a wrong shape is one line."""
+    net = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        net.weight.copy_(torch.tensor([[1.0, 0.0, 0.0], [0.0, -2.0, 0.0]]))
+        net.bias.zero_()
+    x = torch.arange(48, dtype=torch.float32).reshape(16, 3)  # row i: 3i, 3i + 1, 3i + 2
+    seen = []
+
+    def shifted(batch):
+        seen.append(len(batch))
+        return net(batch) + 0.25
+
+    got = EX.compare(net, shifted, x)
+    assert seen == [16, 4]
+    assert got == [{"batch": 16, "max_abs_diff": pytest.approx(0.25), "max_abs_logit": 2.0 * 46},
+                   {"batch": 4, "max_abs_diff": pytest.approx(0.25), "max_abs_logit": 2.0 * 10}]
+    assert [c["batch"] for c in EX.compare(net, net, x[:2])] == [2, 1]
+    assert [c["batch"] for c in EX.compare(net, net, x[:1])] == [1]  # one image: one check
+    with pytest.raises(UserError, match=r"returned shape \(16, 3\) for a batch of 16, expected \(16, 2\)"):
+        EX.compare(net, lambda b: torch.zeros(len(b), 3), x)

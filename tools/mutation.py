@@ -46,7 +46,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "results/degrade_view.py": ("tests/test_degrade_view_values.py", "tests/test_legible.py"),
     "results/degrade_formats.py": ("tests/test_degrade_formats_values.py", "tests/test_degrade_formats.py"),
     "results/degrade_reference.py": ("tests/test_degrade.py",),
-    "analysis/trained.py": ("tests/test_cli_open_runs.py", "tests/test_eval.py"),
+    "analysis/trained.py": ("tests/test_trained_values.py", "tests/test_cli_open_runs.py", "tests/test_eval.py"),
     "analysis/evaluate.py": ("tests/test_eval.py",),
     "analysis/export.py": ("tests/test_export.py",),
     "analysis/gradnorm/norms.py": ("tests/test_gradnorm.py", "tests/test_measurements_grad.py"),

@@ -49,7 +49,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "analysis/trained.py": ("tests/test_trained_values.py", "tests/test_cli_open_runs.py", "tests/test_eval.py"),
     "analysis/evaluate.py": ("tests/test_eval.py",),
     "analysis/export.py": ("tests/test_export.py",),
-    "analysis/gradnorm/norms.py": ("tests/test_gradnorm.py", "tests/test_measurements_grad.py"),
+    "analysis/gradnorm/norms.py": ("tests/test_gradnorm_values.py", "tests/test_gradnorm.py", "tests/test_measurements_grad.py"),
     "analysis/gradnorm/jacobian.py": ("tests/test_gradnorm.py",),
     "analysis/gradnorm/layer_responses.py": ("tests/test_gradnorm.py", "tests/test_measurements_trained.py"),
     "analysis/gradnorm/signal.py": ("tests/test_signal.py",),

@@ -13,6 +13,7 @@ import re
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ...spec.shortcut_kinds import SHORTCUT_KINDS
@@ -132,7 +133,7 @@ def summary_row(r: NetNorms) -> dict[str, Any]:
 FFN_OUT = re.compile(r"block(\d+)\.mlp\.fc2")  # a ViT block's MLP output layer (model/vit.py names)
 
 
-def figure(results: list[NetNorms], path) -> None:
+def figure(results: list[NetNorms], path: str | Path) -> Path:
     """Left: ||dE/dW|| of each main-path weight layer against depth (ViTs: of each block's MLP
     output layer against the block, as Xiong et al. 2020 Fig. 3 draws W^2 of the FFN). Right: ||dE/dx_l|| relative to
     the last unit, with lambda^(L-l) dotted for scaled shortcuts. Both log-scale."""
@@ -167,8 +168,9 @@ def figure(results: list[NetNorms], path) -> None:
 
     for ax in (ax_w, ax_x):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize=7)
-    figures.save(fig, path)
+        if ax.get_lines():  # a panel with nothing measured gets no empty legend (matplotlib warns of one)
+            ax.legend(fontsize=7)
+    return figures.save(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -161,3 +161,50 @@ def test_each_format_by_name():
     assert DF.text(records, "latex") == DF.latex(records)
     with pytest.raises(ValueError):
         DF.text(records, "html")
+
+
+def test_the_latex_table_whole():
+    one = {**CLAIMS, "claims": CLAIMS["claims"][:1] * 2}  # two claims resolved in order: both listed
+    assert DF.latex([PLAIN_20, one]) == (
+        "\\begin{table}[t]\n\\centering\n\\begin{tabular}{lrrrrr}\n\\toprule\n"
+        "Net & Depth & $n$ & Train error (\\%) & Test error (\\%) & $\\|\\partial E/\\partial W_1\\|$ \\\\\n"
+        "\\midrule\n"
+        "plain$^{\\dag}$ & 20 & 3 & 5.00 (4.00--6.00) & 10.00 (9.00--11.00) & 1.50 \\\\\n"
+        "\\bottomrule\n\\end{tabular}\n"
+        "\\caption{Plain and residual twins (He et al., 2016a): the median over seeds of the last epoch's errors, "
+        "min--max in brackets, and the first convolution's gradient norm at step 1. He 2016a's claims (4) are "
+        "tested on training error paired by seed, by the exact sign-flip test with Holm's adjustment over them. "
+        "$^{\\dag}$: the worse net of a claim resolved in the paper's order: residual-56 $<$ plain-20; residual-56 "
+        "$<$ plain-20.}\n\\label{tab:degrade}\n\\end{table}\n")
+    two_reversed = {**CLAIMS, "claims": CLAIMS["claims"][1:2] * 2}
+    assert "Resolved the other way: residual-20 $>$ plain-20; residual-20 $>$ plain-20.}" in DF.latex([two_reversed])
+
+
+def test_the_grid_tables_header_and_the_findings_table_follow_it_after_one_blank_line():
+    text = DF.table([PLAIN_20], [{"finding": "f", "measure": "m", "ours": 0.123, "article": 0.456,
+                                  "article_range": [0.1, 0.9], "in_range": False}])
+    lines = text.split("\n")
+    assert lines[0] == ("| net | depth | n | params | train loss | train acc | train acc: interval of the median "
+                        "(coverage) | test acc | test acc: interval (coverage) | grad norm, first conv, step 1 |")
+    assert lines[4:7] == ["Median (min–max) over seeds 0..2.", "", "| the article's finding | measure | ours | "
+                          "article (10 seeds) | ours within its 10-seed range |"]
+    assert lines[8] == "| f | m | 0.12 | 0.46, 0.1–0.9 | **no** |"
+    assert DF.text([PLAIN_20], "markdown", findings=[{"finding": "f", "measure": "m", "ours": 0.5,
+                                                       "article_range": [0.1, 0.9]}]).count("| f | m | 0.50 |") == 1
+    edges = [{"finding": "f", "measure": "m", "ours": v, "article_range": [0.1, 0.9]} for v in (0.1, 0.9, None)]
+    assert [ln.endswith("| yes |") for ln in DF.table([PLAIN_20], edges).split("\n")[8:11]] == [True, True, False]
+    late = DF.table([{**PLAIN_20, "seeds": [3, 4, 5]}]).split("\n")[4]
+    assert late == "Median (min–max) over seeds 3..5."
+    assert DF.table([{**PLAIN_20, "n": 1, "seeds": []}]).split("\n")[2].startswith("| plain | 20 | 1 | 272,474 | 0.123 |")
+
+
+def test_every_pairs_csv_field_by_hand():
+    got = list(csv.DictReader(io.StringIO(DF.pairs_csv([RES_20, CLAIMS]))))
+    claim, exploratory = got[0], got[3]
+    assert {k: claim[k] for k in ("study", "kind", "metric", "n", "coverage", "verdict")} == {
+        "study": "degrade", "kind": "claim", "metric": "", "n": "10", "coverage": "0.978515625", "verdict": "in order"}
+    assert {k: exploratory[k] for k in ("study", "n", "coverage", "p_exact", "difference_hi", "source")} == {
+        "study": "degrade", "n": "3", "coverage": "", "p_exact": "true", "difference_hi": "", "source": ""}
+    ranged = {**RES_20, "paired": {"test_acc": {**EXPLORATORY, "interval": [-0.02, 0.005], "coverage": 0.75}}}
+    (row,) = list(csv.DictReader(io.StringIO(DF.pairs_csv([ranged]))))
+    assert (row["difference_lo"], row["difference_hi"], row["coverage"]) == ("-2.0", "0.5", "0.75")

@@ -20,7 +20,8 @@ def row(index, label, n, median, interval=None, coverage=None, paper=None, fail=
 RESOLVED = [
     row(1, "original", 8, 6.25, [5.5, 7.0], 0.9296875, 6.61),
     row(2, "constant scaling 0.5", 8, 12.5, [11.0, 14.25], 0.9296875, 12.35),
-    {"event": "study", "study": "shortcut", "preset": "quick", "family": {"declared": True, "size": 2},
+    # the family's size is what was declared (3), one claim's rows not being here
+    {"event": "study", "study": "shortcut", "preset": "quick", "family": {"declared": True, "size": 3},
      "claims": [{"better": "original", "worse": "constant scaling 0.5", "verdict": "in order"},
                 {"better": "original", "worse": "dropout", "verdict": "unresolved"}]},
 ]
@@ -41,7 +42,7 @@ def test_a_resolved_claim_marks_its_worse_row_and_names_itself_in_the_caption():
         "\\caption{shortcut (preset quick, n = 8 seeds a row): our digits test error, the median over seeds "
         "at the last epoch with the order-statistic interval of the median at the coverage it has, beside "
         "the paper's figure (CIFAR-10 test error (\\%)). Rows are compared by the exact sign-flip test of the "
-        "differences paired by seed, with Holm's adjustment over the declared claims (2). $^{\\dag}$: the "
+        "differences paired by seed, with Holm's adjustment over the declared claims (3). $^{\\dag}$: the "
         "worse row of a claim resolved in the paper's order (Holm-adjusted $p \\le 0.05$): original $<$ "
         "constant scaling 0.5.}\n"
         "\\label{tab:shortcut-quick}\n"
@@ -115,4 +116,41 @@ def test_several_studies_share_one_csv_header_and_their_pairs_come_claims_first(
     latex = formats.studies_text([RESOLVED, RESOLVED], "latex")
     assert latex == formats.study_latex(RESOLVED) + "\n" + formats.study_latex(RESOLVED)
     with pytest.raises(ValueError):
+        formats.studies_text(two, "yaml")
+
+
+def test_rows_without_a_study_object_are_named_by_their_first_row():
+    rows = [row(1, "original", 8, 6.25, [5.5, 7.0], 0.9296875, 6.61, study="Shortcut v2"),
+            row(2, "dropout", 8, 9.0, paper_metric="another metric", study="Shortcut v2")]
+    text = formats.study_latex(rows)
+    assert "\\caption{Shortcut v2 (preset quick, n = 8 seeds a row): our digits test error" in text
+    assert "beside the paper's figure (CIFAR-10 test error (\\%))." in text  # the first row's metric
+    assert "over every pair of rows with a paper figure (0). No claim is resolved" in text
+    assert "\\label{tab:Shortcut-v2-quick}" in text
+    bare = formats.study_latex([{"event": "study", "claims": []}])
+    assert "\\caption{ (preset , no finished seed seeds a row): our  test error" in bare and "figure ()." in bare
+    assert "\\label{tab:study}" in bare
+
+
+def test_a_family_without_its_size_counts_its_claims_and_every_resolved_claim_is_listed():
+    study = {"event": "study", "study": "s", "preset": "p", "family": {"declared": True},
+             "claims": [{"better": "a", "worse": "b", "verdict": "in order"},
+                        {"better": "a", "worse": "c", "verdict": "in order"}]}
+    text = formats.study_latex([row(1, "b", 8, 1.0), row(2, "c", 8, 2.0), study])
+    assert "with Holm's adjustment over the declared claims (2)." in text
+    assert "resolved in the paper's order (Holm-adjusted $p \\le 0.05$): a $<$ b; a $<$ c.}" in text
+
+
+def test_markdown_of_several_studies_is_each_studys_block_in_turn():
+    from resnet_cli.results import markdown
+
+    def pending(name):
+        return [{"event": "row", "index": 1, "row": name, "n": 0, "test_error_median": None, "paper": None,
+                 "train_loss": None, "status": "pending"},
+                {"event": "study", "study": name, "claims": [], "exploratory": [], "orders": [],
+                 "family": {"size": 0, "declared": False}}]
+
+    two = [pending("first"), pending("second")]
+    assert formats.studies_text(two, "markdown") == "\n".join(markdown.study(list(r)) for r in two)
+    with pytest.raises(ValueError, match="yaml"):
         formats.studies_text(two, "yaml")

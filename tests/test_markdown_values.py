@@ -125,3 +125,18 @@ def test_the_seeds_a_claim_needs_show_their_spread_only_where_there_is_one():
         "about 10 seeds would resolve it with 80% power")
     assert markdown.seeds_needed_str({"estimate": 12, "range": [7, None]}) == (
         "about 12 seeds (7-more than 200 over the sd's own uncertainty) would resolve it with 80% power")
+
+
+def test_rows_without_a_study_object_are_compared_as_every_pair_with_a_paper_figure():
+    """Hand-made rows (no study object): the family is the one pair with paper figures, paired by
+    seed. B is A plus 1 at each of 6 seeds, listed in another order: every difference is +1, the
+    exact sign-flip p is 2/64, Holm over 1 leaves it: resolved in the paper's order (6.61 < 7.00)."""
+    a = row(1, "A", 3.5, 6.61, seeds=[0, 1, 2, 3, 4, 5], test_errors=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], group=None)
+    b = row(2, "B", 4.5, 7.0, seeds=[5, 4, 3, 2, 1, 0], test_errors=[7.0, 6.0, 5.0, 4.0, 3.0, 2.0])
+    c = {**row(3, "C", None, None), "event": "config"}  # not a row
+    text = markdown.ablate_order([a, b, c])
+    assert text.startswith("Rows with a paper figure, best first: paper 1 < 2; ours 1 < 2.")
+    assert ("The 1 pair with a paper figure (no claims declared: the family), by the sign-flip test of the "
+            "differences paired by seed with Holm's adjustment over them: 1 in the paper's order and resolved, "
+            "0 unresolved, 0 reversed and resolved. In the paper's order (resolved at n = 6): A < B "
+            "(difference +1.00 [+1.00, +1.00] 96.8%, Holm p 0.0312).") in text

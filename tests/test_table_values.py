@@ -110,3 +110,42 @@ def test_render_all_puts_the_pairs_under_the_table_where_there_are_any():
     assert [type(r).__name__ for r in group.renderables] == ["Table", "Table"]
     assert type(T.render_all(result(comparison=None))).__name__ == "Table"
     assert T.paper_str(None) == "-" and T.paper_str("fail") == "fail" and T.paper_str(6.6) == "6.60"
+
+
+def columns(table):
+    return [(c.header, c.justify, bool(c.no_wrap)) for c in table.columns]
+
+
+def test_the_tables_columns_are_named_numbers_right_and_whole_and_their_boxes_follow_the_width():
+    from rich import box
+
+    t, pairs = T.render(result()), T.render_pairs(result())
+    assert columns(t) == [("#", "right", True), ("row", "left", False), ("median %\ninterval", "right", True),
+                          ("mean ± std\nn", "right", True), ("train\nloss", "right", True), ("status", "left", False),
+                          ("paper", "right", True)]
+    assert columns(pairs) == [("claim", "left", False), ("better < worse", "left", False), ("of", "left", False),
+                              ("n", "right", True), ("difference\ninterval", "right", True), ("p", "right", True),
+                              ("Holm p", "right", True), ("verdict", "left", False)]
+    for table in (t, pairs):
+        assert (table.box, table.header_style, table.pad_edge, table.collapse_padding) == (box.HEAVY_HEAD, "bold",
+                                                                                             True, False)
+    for table in (T.render(result(), width=109), T.render_pairs(result(), width=109)):
+        assert (table.box, table.pad_edge, table.collapse_padding) == (box.SIMPLE_HEAD, False, True)
+    assert T.render_pairs(result(), width=110).box == box.HEAVY_HEAD  # 110 columns are wide
+    assert pairs.caption.endswith("positive is the paper's order. Exploratory pairs are not adjusted and never called "
+                                  "resolved.")
+    reversed_ = {**PAIRS, "claims": [{**PAIRS["claims"][0], "verdict": "reversed", "shift": -1.5,
+                                      "interval": [-2.5, -0.5]}], "exploratory": []}
+    got = cells(T.render_pairs(result(comparison=reversed_)))
+    assert got[7] == ["[red]reversed[/]"] and got[4] == ["-1.50\n[-2.50, -0.50] 92.9%"]
+    only_exploratory = T.render_pairs(result(comparison={**PAIRS, "claims": []}))
+    assert cells(only_exploratory)[0] == [""]  # a study with exploratory pairs alone still lists them
+
+
+def test_render_all_passes_the_width_to_both_tables():
+    from rich import box
+
+    group = T.render_all(result(), width=100)
+    assert [t.box for t in group.renderables] == [box.SIMPLE_HEAD, box.SIMPLE_HEAD]
+    table = T.render_all(result(comparison=None), width=100)
+    assert table.box == box.SIMPLE_HEAD and T.row_json(result(), ROWS[0])["n"] == 3

@@ -108,6 +108,8 @@ def study_latex(records: Sequence[dict[str, Any]]) -> str:
     ns = sorted({r["n"] for r in rows if r.get("n")})
     n_text = "no finished seed" if not ns else (f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]}--{ns[-1]}")
     first = rows[0] if rows else {}
+    # records without a study object (rows alone) are named by their first row
+    name, preset = study.get("study", first.get("study", "")), study.get("preset", first.get("preset", ""))
     lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{lrlr}", r"\toprule",
              r"Row & Ours: median (\%) & Interval (coverage) & Paper \\", r"\midrule"]
     for r in rows:
@@ -119,8 +121,7 @@ def study_latex(records: Sequence[dict[str, Any]]) -> str:
         lines.append(f"{label} & {_num(r.get('median'))}{fail} & {interval} & {latex_escape(paper)} \\\\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     what = ("the declared claims" if family.get("declared") else "every pair of rows with a paper figure")
-    caption = (f"{latex_escape(study.get('study', first.get('study', '')))} (preset "
-               f"{latex_escape(study.get('preset', first.get('preset', '')))}, {n_text} seeds a row): our "
+    caption = (f"{latex_escape(name)} (preset {latex_escape(preset)}, {n_text} seeds a row): our "
                f"{latex_escape(first.get('dataset') or '')} test error, the median over seeds at the last epoch "
                "with the order-statistic interval of the median at the coverage it has, beside the paper's figure "
                f"({latex_escape(first.get('paper_metric') or '')}). Rows are compared by the exact sign-flip test "
@@ -132,7 +133,7 @@ def study_latex(records: Sequence[dict[str, Any]]) -> str:
                                                    for c in kept) + ".")
     else:
         caption += " No claim is resolved in the paper's order at this n."
-    label = re.sub(r"[^A-Za-z0-9]+", "-", f"{study.get('study', 'study')}-{study.get('preset', '')}").strip("-")
+    label = re.sub(r"[^A-Za-z0-9]+", "-", f"{name or 'study'}-{preset}").strip("-")
     lines += [rf"\caption{{{caption}}}", rf"\label{{tab:{label}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 

@@ -51,14 +51,12 @@ def here(*args, cwd: Path | None = None, env: dict | None = None) -> subprocess.
     set for the call), returned as `resnet` would return it. For the runs around a kill that need no process of their own, the uninterrupted
     reference and the resume: a child spends seconds of CPU importing torch before its first step,
     and the suite is CPU-bound. The killed run itself is always a child (kill_at, start_paused)."""
-    from typer.testing import CliRunner
-
-    from resnet_cli.cli import app
+    from invoking import invoke
 
     where = os.getcwd()
     os.chdir(cwd or where)
     try:
-        r = CliRunner().invoke(app, [str(a) for a in args], env=env)
+        r = invoke(*args, env=env)
     finally:
         os.chdir(where)
     return subprocess.CompletedProcess(["resnet", *map(str, args)], r.exit_code, r.stdout, r.stderr)

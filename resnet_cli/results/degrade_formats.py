@@ -182,16 +182,18 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
     def num(x: float | None, digits: int = 2) -> str:
         return "--" if x is None else f"{x:.{digits}f}"
 
+    def with_range(s: dict[str, Any], error: str) -> str:  # no finished seed: no range either
+        med = s[f"{error}_median"]
+        return num(med) if med is None else f"{num(med)} ({num(s[f'{error}_min'])}--{num(s[f'{error}_max'])})"
+
     lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{lrrrrr}", r"\toprule",
              r"Net & Depth & $n$ & Train error (\%) & Test error (\%) & $\|\partial E/\partial W_1\|$ \\",
              r"\midrule"]
     for s in summaries:
         name = f"{s['net']}-{s['depth']}"
         dag = r"$^{\dag}$" if name in marked else ""
-        train, test = (num(s[f"{e}_median"]) if s[f"{e}_median"] is None else  # no finished seed: no range
-                       f"{num(s[f'{e}_median'])} ({num(s[f'{e}_min'])}--{num(s[f'{e}_max'])})"
-                       for e in ("train_error", "test_error"))
-        lines.append(f"{latex_escape(s['net'])}{dag} & {s['depth']} & {s['n']} & {train} & {test} & "
+        lines.append(f"{latex_escape(s['net'])}{dag} & {s['depth']} & {s['n']} & {with_range(s, 'train_error')} & "
+                     f"{with_range(s, 'test_error')} & "
                      f"{num(s['grad_norm_first_layer_median'])} \\\\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     size = (claims.get("family") or {}).get("size", 0)

@@ -140,3 +140,91 @@ def test_rows_without_a_study_object_are_compared_as_every_pair_with_a_paper_fig
             "differences paired by seed with Holm's adjustment over them: 1 in the paper's order and resolved, "
             "0 unresolved, 0 reversed and resolved. In the paper's order (resolved at n = 6): A < B "
             "(difference +1.00 [+1.00, +1.00] 96.8%, Holm p 0.0312).") in text
+
+
+def test_cells_keep_words_and_write_numbers_to_their_digits():
+    assert (markdown.fixed("fail"), markdown.fixed(None), markdown.fixed(1.25, 1)) == ("fail", "-", "1.2")
+    assert (markdown.paper_cell(7.5), markdown.paper_cell("fail"), markdown.paper_cell(None)) == ("7.50", "fail", "-")
+
+
+def test_the_table_skips_records_that_are_not_rows_wherever_they_come():
+    config = {"event": "config", "study": "shortcut"}
+    one = row(1, "original", 6.0, 6.61, n=1, interval=None, coverage=None, test_error_mean=6.0, test_error_std=None,
+              train_loss=0.25, status="1 completed")
+    assert markdown.ablate_table([config, one]) == HEADER + (
+        "| 1 | original | 6.00 | n < 3: no interval | 6.00 (1) | 0.2500 | 1 completed | 6.61 |\n")
+
+
+def test_one_declared_claim_is_singular_and_several_unresolved_or_reversed_pairs_are_listed():
+    study = {"family": {"size": 1, "declared": True},
+             "claims": [pair("A", "B", "unresolved", 4, 0.5, p=0.25, mean=0.5, sd=1.0)], "exploratory": []}
+    assert markdown.claims_reading(study) == (
+        "The 1 declared claim, by the sign-flip test of the differences paired by seed with Holm's adjustment over "
+        "them: 0 in the paper's order and resolved, 1 unresolved, 0 reversed and resolved. "
+        "Unresolved at n = 4: A < B (difference +0.50, p 0.25).")
+    four = {"family": {"size": 4, "declared": True}, "exploratory": [], "claims": [
+        pair("A", "B", "unresolved", 4, 0.5, p=0.25, mean=0.5, sd=1.0),
+        pair("A", "C", "unresolved", 4, 0.75, p=0.375, mean=0.75, sd=1.0),
+        pair("D", "E", "reversed", 8, -1.0, p_holm=0.03), pair("D", "F", "reversed", 8, -2.0, p_holm=0.04)]}
+    assert markdown.claims_reading(four).endswith(
+        "Unresolved at n = 4: A < B (difference +0.50, p 0.25); A < C (difference +0.75, p 0.375). "
+        "Reversed (resolved at n = 8): D < E (difference -1.00, Holm p 0.03); D < F (difference -2.00, Holm p 0.04).")
+
+
+def test_a_tau_with_nothing_left_out_and_an_older_order_without_its_method_reads_exact():
+    records = [row(1, "A", 5.0, 6.0), row(2, "B", 6.0, 7.0), row(3, "C", 7.0, 8.0),
+               {"event": "study", "claims": [], "family": {"size": 0, "declared": False}, "exploratory": [],
+                "orders": [{"group": None, "kendall_tau": 1.0, "p_value": 0.167, "rows": 3, "left_out": 0}]}]
+    assert markdown.ablate_order(records) == (
+        "Rows with a paper figure, best first: paper 1 < 2 < 3; ours 1 < 2 < 3. Kendall's tau 1.00 "
+        "(one-sided permutation p = 0.167, exact, 3 rows).\n")
+
+
+def test_a_group_of_one_read_first_does_not_end_the_orders():
+    records = [row(1, "A", 3.0, 5.0, group="ImageNet"), row(2, "B", 7.0, 6.0, group="CIFAR-10"),
+               row(3, "C", 5.0, 7.0, group="CIFAR-10"),
+               {"event": "study", "claims": [], "family": {"size": 0, "declared": False}, "exploratory": [],
+                "orders": []}]
+    assert markdown.ablate_order(records) == "CIFAR-10: rows with a paper figure, best first: paper 2 < 3; ours 3 < 2.\n"
+
+
+def test_the_paper_trains_rows_that_fail_here_listed_or_none():
+    study = {"event": "study", "claims": [], "family": {"size": 0, "declared": False}, "exploratory": [],
+             "orders": []}
+    fails_only_where_the_paper_fails = [row(1, "A", 5.0, 6.0), row(2, "B", 90.0, "fail", fail=True), study]
+    assert markdown.ablate_order(fails_only_where_the_paper_fails) == (
+        "The paper's \"fail\" rows failing here: 1 of 1. Rows the paper trains that fail here: none.\n")
+    two_fail = [row(1, "A", 50.0, 6.0, fail=True), row(2, "B", None, 7.0), row(3, "C", 5.0, 8.0), study]
+    assert markdown.ablate_order(two_fail) == (
+        "Rows with a paper figure, best first: paper 1 < 2 < 3; ours 3 < 1 < 2. "
+        "Rows the paper trains that fail here: 1, 2.\n")
+
+
+def test_a_single_row_has_no_reading_and_the_study_block_is_table_blank_line_reading():
+    one = row(1, "A", 5.0, 6.0, n=1, interval=None, coverage=None, test_error_mean=5.0, test_error_std=None,
+              train_loss=0.5, status="1 completed")
+    assert markdown.ablate_order([one]) == ""
+    two = [one, row(2, "B", 4.0, 7.0, n=1, interval=None, coverage=None, test_error_mean=4.0, test_error_std=None,
+                    train_loss=0.5, status="1 completed"),
+           {"event": "study", "claims": [], "family": {"size": 0, "declared": False}, "exploratory": [],
+            "orders": []}]
+    assert markdown.study(two) == HEADER + (
+        "| 1 | A | 5.00 | n < 3: no interval | 5.00 (1) | 0.5000 | 1 completed | 6.00 |\n"
+        "| 2 | B | 4.00 | n < 3: no interval | 4.00 (1) | 0.5000 | 1 completed | 7.00 |\n"
+        "\n"
+        "Rows with a paper figure, best first: paper 1 < 2; ours 2 < 1.\n")
+
+
+def test_rows_without_a_study_object_keep_their_groups_and_leave_failing_rows_out_of_tau():
+    """Hand-made rows in one group, the fourth failing (the paper's rule): the tau is over the three
+    that train, 1.0, and its exact p is 1/6 (six orders of three rows, one as good as the paper's).
+    A study record older than the claims field is read the same way."""
+    errors = {1: [5.0, 6.0, 7.0], 2: [6.0, 7.0, 8.0], 3: [7.0, 8.0, 9.0], 4: [30.0, 31.0, 32.0]}
+    rows = [row(i, label, errors[i][1], paper, group="CIFAR-10", seeds=[0, 1, 2], test_errors=errors[i],
+                **({"fail": True} if i == 4 else {}))
+            for i, label, paper in ((1, "A", 6.0), (2, "B", 7.0), (3, "C", 8.0), (4, "D", 9.0))]
+    text = markdown.ablate_order(rows)
+    assert text.startswith(
+        "CIFAR-10: rows with a paper figure, best first: paper 1 < 2 < 3 < 4; ours 1 < 2 < 3 < 4. Kendall's tau 1.00 "
+        "(one-sided permutation p = 0.167, exact, 3 rows, 1 failing row left out). ")
+    assert markdown.ablate_order(rows + [{"event": "study", "rows": 4}]) == text

@@ -80,8 +80,7 @@ def _values(r: dict[str, Any]) -> dict[Any, Any]:
 
 
 def _at_n(pairs: list[dict[str, Any]]) -> str:
-    ns = sorted({p["n"] for p in pairs})
-    return f"n = {ns[0]}" if len(ns) == 1 else "n = " + "/".join(map(str, ns))
+    return "n = " + "/".join(map(str, sorted({p["n"] for p in pairs})))
 
 
 def _what(p: dict[str, Any]) -> str:
@@ -105,13 +104,14 @@ def _open_pair(p: dict[str, Any]) -> str:
 
 
 def _study_record(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The study's own summary as the command printed it; for hand-made rows without one, the same
-    computed from the rows with every pair with a paper figure as the family."""
+    """The study's own summary as the command printed it; for hand-made rows without one (or a study
+    record older than its claims), the same computed from the rows with every pair with a paper
+    figure as the family. The reading names pairs by their labels, so the rows' indices stay out."""
     got = next((r for r in records if r.get("event") == "study" and "claims" in r), None)
     if got is not None:
         return got
     rows = [r for r in records if r.get("event") == "row"]
-    return verdicts.compare([{"index": r["index"], "row": r["row"], "group": r.get("group"), "paper": r["paper"],
+    return verdicts.compare([{"row": r["row"], "group": r.get("group"), "paper": r["paper"],
                               "median": r["test_error_median"], "fail": r.get("fail"),
                               "values": {"error": _values(r)}} for r in rows], Family(declared=False))
 
@@ -194,8 +194,8 @@ def ablate_order(records: list[dict[str, Any]]) -> str:
         parts.append(reading)
     paper_fails = [r for r in rows if r["paper"] == "fail"]
     if paper_fails:
-        here = [str(r["index"]) for r in paper_fails if failed(r)]
-        parts.append(f"The paper's \"fail\" rows failing here: {len(here)} of {len(paper_fails)}.")
+        here = sum(1 for r in paper_fails if failed(r))
+        parts.append(f"The paper's \"fail\" rows failing here: {here} of {len(paper_fails)}.")
     trained = [str(r["index"]) for r in numeric if failed(r)]
     if any(r.get("fail") for r in rows) or paper_fails:
         parts.append("Rows the paper trains that fail here: " + (", ".join(trained) if trained else "none") + ".")

@@ -30,6 +30,8 @@ def test_rows_give_each_layer_then_each_units_input_relative_to_the_last():
     assert [(r["layer"], r["index"], r["grad_norm"], r["relative"]) for r in got[1:]] == [
         ("x_0", 0, 2.0, 0.5), ("x_1", 1, None, None), ("x_2", 2, 1.0, 0.25), ("x_3", 3, 4.0, 1.0)]
     assert all(r["path"] == "input" and r["kind"] == "dE/dx" and "direct_term" not in r for r in got[1:])
+    assert G.rows([G.NetNorms("no inputs", 1, 2, 0, [layer("fc", 1, 3.0)], [], None, 1, 0.0, "completed")]) == [
+        {"spec": "no inputs", **layer("fc", 1, 3.0)}]  # no unit measured: its weight layers alone
     scaled = G.rows([SCALED])
     assert [r["direct_term"] for r in scaled if r["path"] == "input"] == [0.125, 0.25, 0.5, 1.0]
 
@@ -43,6 +45,9 @@ def test_the_summary_takes_first_and_last_from_the_main_path_and_the_median_over
     even = G.summary_row(G.NetNorms("even", 1, 2, 0, SCALED.layers[:2], [], None, 1, 0.0, "completed"))
     assert even["median_layer"] == (0.5 + 8.0) / 2  # an even count: the mean of the two middle ones
     assert G.summary_row(PLAIN)["input_ratio"] == 0.5 and G.summary_row(PLAIN)["direct_term"] is None
+    assert (s["spec"], s["depth"], s["units"], s["loss"], s["status"]) == ("scale:0.5", 8, 3, 2.3, "completed")
+    # the first input not measured (every step's norm missing): no ratio, whatever the last one is
+    assert G.summary_row(G.NetNorms("x0", 1, 2, 1, [], [None, 2.0], None, 1, 0.0, "completed"))["input_ratio"] is None
     empty = G.summary_row(G.NetNorms("none", 1, 2, 0, [], [], None, 1, 0.0, "diverged"))
     assert (empty["first_layer"], empty["median_layer"], empty["input_ratio"], empty["status"]) == (
         None, None, None, "diverged")
@@ -61,6 +66,12 @@ def test_the_figure_draws_main_path_layers_and_inputs_relative_to_the_last(monke
     assert ax_w.get_yscale() == ax_x.get_yscale() == "log"
     assert (ax_w.get_xlabel(), ax_w.get_title()) == ("weight layer (1 = first conv)", "gradient norm of each weight layer")
     assert (ax_x.get_ylabel(), ax_x.get_title()) == ("||dE/dx_l|| / ||dE/dx_L||", "gradient reaching each unit's input")
+    assert (ax_w.get_ylabel(), ax_x.get_xlabel()) == ("||dE/dW||", "unit l (input x_l)")
+    # one colour per net in both panels, its lambda^(L-l) dotted in the same colour
+    colours = {(ax is ax_w, ln.get_label()): ln.get_color() for ax in (ax_w, ax_x) for ln in ax.get_lines()}
+    assert colours == {(True, "scale:0.5"): "C0", (False, "scale:0.5"): "C0", (False, "scale:0.5: lambda^(L-l)"): "C0",
+                       (True, "plain"): "C1", (False, "plain"): "C1"}
+    assert [t.get_text() for t in ax_x.get_legend().get_texts()] == ["scale:0.5", "scale:0.5: lambda^(L-l)", "plain"]
 
 
 def test_a_vits_figure_draws_each_blocks_mlp_output_layer(monkeypatch, tmp_path):
@@ -73,6 +84,9 @@ def test_a_vits_figure_draws_each_blocks_mlp_output_layer(monkeypatch, tmp_path)
     ((xs, ys),) = [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax_w.get_lines()]
     assert (xs, ys) == ([0, 1, 10], [0.5, 0.25, 0.125])
     assert ax_w.get_xlabel() == "block" and ax_w.get_title() == "gradient norm of each block's MLP fc2"
+    assert (ax_w.get_ylabel(), ax_w.get_yscale()) == ("||dE/dW||", "log")
+    assert [ln.get_color() for ln in ax_w.get_lines()] == ["C0"]
+    assert [t.get_text() for t in ax_w.get_legend().get_texts()] == ["pre_ln"]
     assert ax_x.get_lines() == [] and ax_x.get_legend() is None  # no unit inputs measured: nothing to draw
 
 
@@ -85,3 +99,18 @@ def test_the_shortcut_only_term_is_lambda_to_the_units_left(scale, expected):
                                                                       "shortcut_scale": scale}}}))
     assert G.direct_term(spec, 3) == pytest.approx(expected)
     assert G.direct_term(S.resolve(S.validate({})), 3) is None  # identity: no scaling term
+
+
+def test_an_unknown_variant_names_every_valid_one():
+    """Every name docs/gradnorm.md gives (He 2016b Tables 1 and 2) is listed, each on its own."""
+    from resnet_cli.errors import UserError
+
+    with pytest.raises(UserError) as bad:
+        G.variant_tree({}, "resnet")
+    head, _, valid = str(bad.value).partition("; valid: ")
+    names, _, tail = valid.partition(" (")
+    assert head == "--variant resnet: unknown name 'resnet'"
+    assert tail == "with :value for scale, gates and dropout; join with +)"
+    documented = {"original", "bn_after_add", "relu_before_add", "relu_preact", "full_preact", "plain", "identity",
+                  "scale", "exclusive_gate", "shortcut_gate", "conv1x1", "dropout", "highway"}
+    assert documented <= set(names.split(", "))

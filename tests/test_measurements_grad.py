@@ -196,6 +196,49 @@ def test_training_probe_norms_equal_weight_grad_norm_by_hand(trained_three_steps
         assert_close(rec["inputs"], hand["inputs"], rtol=1e-4, atol=0, msg=f"iter {rec['iter']}")
 
 
+def test_gradnorm_over_three_steps_is_the_mean_of_the_hand_steps(trained_three_steps):
+    """`--steps 3`: each norm and the loss averaged over the same three steps taken by hand, the
+    weights' own norms read after them, each layer's kind, depth 8 by hand count (stem, six branch
+    convs, fc)."""
+    run = trained_three_steps
+    r = G.measure_spec("residual8", spec_of(OPTIM), steps=3)
+    hand = run["hand"]
+    assert (r.steps, r.depth, r.units, r.status) == (3, 8, 3, "completed")
+    assert_close([layer["grad_norm"] for layer in r.layers],
+                 [sum(h["weights"][n] for h in hand) / 3 for n in WEIGHT_LAYERS], rtol=1e-4, atol=0)
+    assert_close(r.inputs, [sum(h["inputs"][l] for h in hand) / 3 for l in range(4)], rtol=1e-4, atol=0)
+    assert r.loss == pytest.approx(sum(h["loss"] for h in hand) / 3, rel=1e-5)
+    assert [layer["kind"] for layer in r.layers] == ["Conv2d"] * 7 + ["Linear"]
+    mods = dict(run["model"].named_modules())
+    assert_close([layer["weight_norm"] for layer in r.layers],
+                 [mods[n].weight.detach().norm().item() for n in WEIGHT_LAYERS], rtol=1e-4, atol=0)
+
+
+def test_gradnorm_loads_each_data_set_once_and_measures_in_fp32_unless_told(monkeypatch):
+    """Nets on the same data share one load; `precision: auto` (bf16 on a GPU) is measured in fp32,
+    a precision the spec names is kept."""
+    from resnet_cli import data as data_mod
+    from resnet_cli.training import trainer as trainer_mod
+
+    loads, seen, real_load = [], [], data_mod.load
+    monkeypatch.setattr(data_mod, "load", lambda d: loads.append(d) or real_load(d))
+
+    class Seen(trainer_mod.Trainer):
+        def __init__(self, spec, **kw):
+            seen.append((spec.run.precision, kw["data"]))
+            # what measure asked for is seen; this CPU may lack native bf16, so the step runs in fp32
+            super().__init__(spec.model_copy(update={"run": spec.run.model_copy(update={"precision": "fp32"})}), **kw)
+
+    monkeypatch.setattr(trainer_mod, "Trainer", Seen)
+    told = S.resolve(S.validate({**S.to_tree(spec_of({"iters": 1})), "run": {"device": "cpu", "seed": 3,
+                                                                             "precision": "bf16"}}))
+    names = []
+    out = G.measure([("a", spec_of({"iters": 1})), ("b", told)], steps=1, progress=names.append)
+    assert [r.name for r in out] == names == ["a", "b"]
+    assert len(loads) == 1 and [p for p, _ in seen] == ["fp32", "bf16"]
+    assert seen[0][1] is seen[1][1] is not None
+
+
 # ---------------------------------------------------------------------------------------------
 # resnet paths: the sampled routes and the per-image gradient norm of each
 

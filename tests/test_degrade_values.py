@@ -71,3 +71,38 @@ def test_the_training_error_band_is_pointwise_over_the_iterations_all_runs_share
     assert list(bands) == [("plain", 8)]
     assert bands[("plain", 8)] == {"iters": [100, 200], "median": [50.0, 30.0], "lo": [40.0, 10.0],
                                    "hi": [60.0, 35.0], "runs": 3}
+
+
+def test_a_residual_rows_pairs_carry_their_claims_verdict_or_are_exploratory():
+    """Two depths, 6 seeds, every claim's differences of one sign at every seed (with some spread):
+    each raw sign-flip p is 2/64 (two-sided), under 5%, but Holm over the grid's 4 claims (residual
+    below plain at 8 and 20, plain-20 above plain-8, residual-20 below residual-8) makes each 4 x 2/64
+    = 0.125: unresolved, with the seeds that would resolve it. Test accuracy is exploratory: its raw
+    p alone, never called resolved. The objects say what they are (`summary`, `claims`)."""
+    acc = {("plain", 8): (0.5, 1), ("plain", 20): (0.4, 2), ("residual", 8): (0.6, 3), ("residual", 20): (0.7, 5)}
+    records = [run(net, depth, s, base + k * s / 1000, test_acc=0.3 if net == "residual" else None)
+               for (net, depth), (base, k) in acc.items() for s in range(6)]
+    decided = D.claims(records)
+    assert decided["event"] == "claims" and decided["family"]["size"] == 4
+    by_pair = {(c["better"], c["worse"]): c for c in decided["claims"]}
+    assert set(by_pair) == {("residual-8", "plain-8"), ("residual-20", "plain-20"), ("plain-8", "plain-20"),
+                            ("residual-20", "residual-8")}
+    for c in by_pair.values():
+        assert (c["p"], c["p_holm"], c["verdict"]) == (pytest.approx(2 / 64), pytest.approx(0.125), "unresolved")
+        assert c["seeds_needed"] is not None
+    summaries = D.summarise(records, {})
+    assert {r["event"] for r in summaries} == {"summary"} and {r["study"] for r in summaries} == {"degrade"}
+    for row in summaries[1::2]:  # the residual rows
+        train, test = row["paired"]["train_acc"], row["paired"]["test_acc"]
+        claim = by_pair[(f"residual-{row['depth']}", f"plain-{row['depth']}")]
+        assert (train["p"], train["p_holm"], train["resolved"], train["verdict"]) == (
+            pytest.approx(2 / 64), pytest.approx(0.125), False, "unresolved")
+        assert train["seeds_needed"] == claim["seeds_needed"]
+        assert (test["p"], test["p_holm"], test["resolved"], test["verdict"], test["seeds_needed"]) == (
+            pytest.approx(2 / 64), None, False, "exploratory", None)
+
+
+def test_a_measure_no_run_has_is_none_in_every_statistic():
+    records = [run("plain", 8, s, 0.5, grad_norm_first_layer=None) for s in range(3)]
+    (row,) = D.summarise(records, {})
+    assert [row[f"grad_norm_first_layer_{k}"] for k in ("median", "min", "max")] == [None, None, None]

@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+from torch.testing import assert_close
 from typer.testing import CliRunner
 
 from resnet_cli import spec as S
@@ -51,6 +52,64 @@ def test_power_iteration_on_a_known_spectrum():
     a = q1 @ torch.diag(torch.tensor([3.0, 2.5, 1.0, 0.5, 0.1, 1e-3], dtype=torch.float64)) @ q2
     assert G.spectral_norm(lambda v: a @ v, torch.zeros(6, dtype=torch.float64)) == pytest.approx(3.0, rel=1e-8)
     assert G.spectral_norm(lambda v: 0 * v, torch.ones(6, dtype=torch.float64)) == 0.0
+
+
+def _counted(a):
+    """v -> a v, counting the calls: one for the reverse pass, then one per power-iteration step."""
+    calls = []
+
+    def f(v):
+        calls.append(1)
+        return a @ v
+
+    return f, calls
+
+
+def _by_hand(a, v0, tol, iters):
+    """The estimates ||A u_k||, u_1 = v0 / ||v0||, u_(k+1) = A^T A u_k normalised, and the step at
+    which the estimate first changes by at most tol of itself (the first compared with 0)."""
+    u, before = v0 / v0.norm(), 0.0
+    for k in range(1, iters + 1):
+        e = (a @ u).norm().item()
+        if abs(e - before) <= tol * e:
+            return e, k
+        before, u = e, a.T @ (a @ u) / (a.T @ (a @ u)).norm()
+    return before, iters
+
+
+@pytest.mark.parametrize("tol,iters", [(1e-3, 500), (1e-6, 500), (0.0, 7), (1e-3, 1)])
+def test_power_iteration_stops_where_the_estimate_changes_by_at_most_tol(tol, iters):
+    """A 2x2 map with singular values 3 and 2.5 converges slowly (ratio (2.5/3)^2 a step): the value
+    returned and the number of steps taken are those of the power iteration done by hand from the
+    same start; tol 0 on an exact map (2I) stops at the second step, one step gives ||A v0||."""
+    a = torch.tensor([[3.0, 0.0], [0.0, 2.5]], dtype=torch.float64)
+    for m in (a, 2 * torch.eye(2, dtype=torch.float64)):
+        v0 = torch.randn(2, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+        want, steps = _by_hand(m, v0, tol, iters)
+        f, calls = _counted(m)
+        got = G.spectral_norm(f, torch.zeros(2, dtype=torch.float64), iters=iters, tol=tol,
+                              generator=torch.Generator().manual_seed(5))
+        assert got == pytest.approx(want, rel=1e-12) and len(calls) - 1 == steps
+
+
+def test_the_toy_is_digit_3_with_faint_noise_and_one_seed_fixes_it():
+    from sklearn.datasets import load_digits
+
+    torch.manual_seed(123)  # the global stream: the toy must not draw from it
+    x = G.toy_image(torch.Generator().manual_seed(7))
+    noise = torch.randn(8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    assert x.dtype == torch.float64
+    assert_close(x, torch.tensor(load_digits().images[3] / 16.0) + 0.01 * noise, rtol=0, atol=1e-15)
+    first = G.toy_gains(blocks=[3], stds=[0.3], seed=2, iters=3)
+    torch.manual_seed(456)
+    assert G.toy_gains(blocks=[3], stds=[0.3], seed=2, iters=3) == first
+    assert [(r["net"], r["blocks"], r["kernel_std"], r["seed"]) for r in first] == [
+        ("plain", 3, 0.3, 2), ("residual", 3, 0.3, 2)]
+    # one step's ||J v0|| for a random unit v0 lies below the largest singular value (equal only if
+    # v0 were its singular vector): the toy takes the steps it is given
+    full = G.toy_gains(blocks=[3], stds=[0.3], seed=2)
+    one = G.toy_gains(blocks=[3], stds=[0.3], seed=2, iters=1)
+    assert all(o["gain"] < f["gain"] * (1 - 1e-6) for o, f in zip(one, full))
 
 
 def test_the_seed_toy_gains_land_in_the_seeds_spread():
@@ -192,6 +251,32 @@ def test_response_points_follow_the_unit_ordering():
     assert [kind for _, kind in points("full_preact")] == ["Conv2d", "BatchNorm2d", "Conv2d", "BatchNorm2d", "Conv2d"]
 
 
+def test_response_points_count_layers_across_the_stem_and_each_branch_in_order():
+    """A hand-made net: a conv-BN stem, a ViT-like branch (Linear, GELU, Linear: no BN, each layer
+    answers itself), a pre-activation branch (its first conv through the next BN, its last itself)."""
+    from torch import nn
+
+    class Unit(nn.Module):
+        def __init__(self, branch):
+            super().__init__()
+            self.branch = branch
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2))
+            self.units = nn.ModuleList([
+                Unit(nn.Sequential(nn.Linear(2, 4), nn.GELU(), nn.Linear(4, 2))),
+                Unit(nn.Sequential(nn.BatchNorm2d(2), nn.ReLU(), nn.Conv2d(2, 2, 3), nn.BatchNorm2d(2), nn.ReLU(),
+                                   nn.Conv2d(2, 2, 3)))])
+
+    net = Net()
+    v, p = net.units[0].branch, net.units[1].branch
+    assert G.response_points(net) == [("stem.0", 1, net.stem[1]), ("units.0.branch.0", 2, v[0]),
+                                      ("units.0.branch.2", 3, v[2]), ("units.1.branch.2", 4, p[3]),
+                                      ("units.1.branch.5", 5, p[5])]
+
+
 def test_responses_of_a_trained_run(in_tmp):
     from resnet_cli.training.session import open_run
 
@@ -245,3 +330,6 @@ def test_the_responses_figure_draws_each_nets_stds_in_order_and_sorted(monkeypat
         ([1, 2, 3], [2.0, 1.0, 0.5]), ([1, 2], [0.75, 0.25])]
     assert (top.get_xlabel(), bottom.get_xlabel()) == ("layer index (original order)", "layer index (sorted by magnitude)")
     assert top.get_title() == "layer responses after BN" and top.get_ylabel() == bottom.get_ylabel() == "std"
+    assert [ln.get_color() for ln in top.get_lines() + bottom.get_lines()] == ["C0", "C1", "C0", "C1"]
+    assert [ln.get_label() for ln in bottom.get_lines()] == ["plain-8", "ResNet-8 (seed 1)"]
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["plain-8", "ResNet-8 (seed 1)"]

@@ -31,6 +31,7 @@ def test_layer_response_std_is_the_population_std_of_each_bn_output(residual8_ru
     float32 activations."""
     r = G.responses(residual8_run, split="test", batch_size=1000)
     assert r["split"] == "test"
+    assert (r["run"], r["depth"], r["unit"], r["shortcut"]) == (str(residual8_run), 8, "original", "identity")
     trained = load_run(residual8_run)
     model = trained.model.eval()
     mods = dict(model.named_modules())
@@ -46,7 +47,7 @@ def test_layer_response_std_is_the_population_std_of_each_bn_output(residual8_ru
         o = outs[name]
         assert o.numel() == 360 * 4 * 8 * 8
         std = torch.std(o, correction=0).item()
-        assert layer["std"] == pytest.approx(std, rel=1e-7), name
+        assert layer["std"] == pytest.approx(std, rel=1e-10), name  # summed in float64 on both sides
         # 1e-7 tells the divisors apart: n / (n - 1) moves the std by 5e-6 here
         assert layer["std"] != pytest.approx(torch.std(o, correction=1).item(), rel=1e-7), name
     # He 2016a Fig. 7 reads the std, not the spread of the means: one std per layer over all elements
@@ -54,6 +55,10 @@ def test_layer_response_std_is_the_population_std_of_each_bn_output(residual8_ru
     o = outs[RESPONSE_AT[3]]
     per_channel = torch.std(o.transpose(0, 1).flatten(1), dim=1, correction=0).mean().item()
     assert r["layers"][3]["std"] != pytest.approx(per_channel, rel=1e-3)
+    # by default over the test split; in batches of 100 every batch's sums count, in float64
+    batched = G.responses(residual8_run, batch_size=100)
+    assert batched["split"] == "test"
+    assert [b["std"] for b in batched["layers"]] == pytest.approx([a["std"] for a in r["layers"]], rel=1e-10)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -64,9 +64,9 @@ def claims(records: list[dict[str, Any]], family: Family | None = None) -> dict[
     values: dict[str, dict[Any, float | None]] = {}
     for r in records:
         values.setdefault(label(r["net"], r["depth"]), {})[r["seed"]] = _error_pct(r["train_acc"])
-    rows = [{"index": i, "row": name, "group": None, "paper": None, "median": None, "fail": False,
-             "values": {"error": {}, "train_error": vals, "train_loss": {}}}
-            for i, (name, vals) in enumerate(values.items(), start=1)]
+    # A declared family reads only each row's label and its seeds' values (verdicts.compare): a
+    # grid's rows have no number, paper figure or fail rule of their own.
+    rows = [{"row": name, "values": {"train_error": vals}} for name, vals in values.items()]
     present = tuple(m for m in family.members if m.better in values and m.worse in values)  # --nets may drop a twin
     got = verdicts.compare(rows, Family(declared=True, members=present))
     return {"event": "claims", **{k: got[k] for k in ("family", "claims", "claims_in_order", "claims_unresolved",

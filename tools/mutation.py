@@ -42,7 +42,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "results/markdown.py": ("tests/test_markdown_values.py", "tests/test_formats.py", "tests/test_degrade_formats.py"),
     "results/report.py": ("tests/test_report_values.py", "tests/test_report_figure.py", "tests/test_diverged.py"),
     "results/degrade.py": ("tests/test_degrade_values.py", "tests/test_degrade.py"),
-    "results/degrade_grid.py": ("tests/test_degrade.py", "tests/test_diverged.py"),
+    "results/degrade_grid.py": ("tests/test_degrade_grid_values.py", "tests/test_degrade.py", "tests/test_diverged.py"),
     "results/degrade_view.py": ("tests/test_degrade_view_values.py", "tests/test_legible.py"),
     "results/degrade_formats.py": ("tests/test_degrade_formats_values.py", "tests/test_degrade_formats.py"),
     "results/degrade_reference.py": ("tests/test_degrade.py",),

@@ -1,0 +1,129 @@
+"""results/degrade_grid.py on one real grid (plain and residual at depth 26, seeds 0 and 1, one
+epoch on 256 digits): degrade.json holds what the command printed with its provenance (the
+versions, the commit, when, the wall times rounded as written), `resnet report` reads the grid
+back from its run directories alone (the file only names it), a run refused in this invocation
+stays out of the report, and a run of the layout before probe.json reports the probe values
+its runs.jsonl line kept."""
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from resnet_cli.cli import app
+from resnet_cli.results import degrade_grid as G
+from resnet_cli.sweep import degrade_plan as D
+from resnet_cli.sweep.one_run import Outcome
+
+ARGS = ["--depths", "26", "--seeds", "0..1", "--epochs", "1", "--set", "data.train_subset=256"]
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """The grid's directory and the JSON objects `resnet degrade --json` printed."""
+    out = tmp_path_factory.mktemp("grid") / "d"
+    res = CliRunner().invoke(app, ["degrade", *ARGS, "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    return out, [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+
+
+def copied(grid, tmp_path) -> Path:
+    dest = tmp_path / "d"
+    shutil.copytree(grid[0], dest)
+    return dest
+
+
+def as_json(value):
+    """As a JSON file or line holds it (tuples become lists)."""
+    return json.loads(json.dumps(value))
+
+
+def printed(objs, event):
+    return [o for o in objs if o["event"] == event]
+
+
+def test_degrade_json_keeps_the_printed_results_with_their_provenance(grid):
+    out, objs = grid
+    text = (out / G.RESULT_FILE).read_text(encoding="utf-8")
+    assert text.startswith('{\n  "source": ') and text.endswith("}\n")  # indented for people, one trailing newline
+    assert not list(out.glob(".*.tmp"))  # written whole, then moved into place
+    saved = json.loads(text)
+    assert (saved["source"], saved["depths"], saved["seeds"], saved["nets"]) == (
+        "degrade/digits-8-26", [26], [0, 1], ["plain", "residual"])
+    assert saved["base_spec"]["data"]["train_subset"] == 256
+    assert saved["summaries"] == printed(objs, "summary")
+    (claims,) = printed(objs, "claims")
+    assert saved["claims"] == claims
+    # the article's findings on 26-layer nets, our medians beside its ranges
+    medians = {(s["net"], m): s[f"{m}_median"] for s in saved["summaries"] for m in ("train_acc", "grad_norm_first_layer")}
+    assert [f["ours"] for f in saved["findings"]] == [medians[("plain", "train_acc")], medians[("residual", "train_acc")],
+                                                      medians[("plain", "grad_norm_first_layer")],
+                                                      medians[("residual", "grad_norm_first_layer")]]
+    # every run's own training time, summed from the run directories; this invocation's wall time
+    own = sum(json.loads(p.read_text())["wall_time_s"] for p in (out / "runs").glob("*/summary.json"))
+    assert saved["train_wall_s"] == round(own, 1) and saved["train_wall_s"] > 0
+    assert saved["wall_s"] == round(saved["wall_s"], 1) and 0 < saved["wall_s"] < 600
+    assert saved["versions"]["torch"] == torch.__version__
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True)
+    assert saved["git_commit"].removesuffix("-dirty") == head.stdout.strip()
+    finished = dt.datetime.fromisoformat(saved["finished"])
+    assert finished.utcoffset() == dt.timedelta(0) and finished.microsecond == 0
+    assert dt.timedelta(0) <= dt.datetime.now(dt.timezone.utc) - finished < dt.timedelta(hours=1)
+
+
+def test_report_reads_the_grid_back_from_its_run_directories_alone(grid, tmp_path):
+    out, objs = grid
+    saved = json.loads((out / G.RESULT_FILE).read_text())
+    back = G.from_directory(out)
+    assert back.plan is None and back.source == "degrade/digits-8-26"
+    assert [(r["net"], r["seed"]) for r in back.records] == [("plain", 0), ("plain", 1), ("residual", 0),
+                                                             ("residual", 1)]  # the plan's order
+    for record, line in zip(back.records, printed(objs, "run")):  # each printed field as the run directory has it
+        assert {k: record[k] for k in line} == line
+    assert as_json([back.summaries, back.claims, back.findings]) == [saved["summaries"], saved["claims"],
+                                                                      saved["findings"]]
+    # a damaged degrade.json: the runs still report, the directory names the grid
+    damaged = copied(grid, tmp_path)
+    (damaged / G.RESULT_FILE).write_text('{"source": "degr', encoding="utf-8")
+    (damaged / "runs" / "notes.txt").write_text("not a run\n", encoding="utf-8")
+    again = G.from_directory(damaged)
+    assert again.source == str(damaged) and as_json(again.summaries) == saved["summaries"]
+    (damaged / G.RESULT_FILE).unlink()
+    assert G.from_directory(damaged) is None  # not a degrade directory (report reads its runs as loose runs)
+
+
+def test_a_run_refused_in_this_invocation_stays_out_and_the_wall_time_is_this_invocations(grid, tmp_path):
+    out, objs = grid
+    plan = D.make_plan(None, depths=[26], seeds=[0, 1], overrides=D.length_overrides(None, 1, None),
+                       sets=["data.train_subset=256"], out=out)
+    full = G.collect(plan)
+    assert (len(full.records), full.wall_s, full.signum) == (4, 0.0, None)
+    assert as_json([full.summaries, full.claims]) == [printed(objs, "summary"), printed(objs, "claims")[0]]
+    refused = {key: Outcome("error", "another run's directory", code=2) for key in ("1:0",)}
+    stopped = G.collect(plan, refused, signum=15, tick=time.perf_counter() - 100.0)
+    assert [(r["net"], r["seed"]) for r in stopped.records] == [("plain", 1), ("residual", 0), ("residual", 1)]
+    assert stopped.outcomes == refused and stopped.signum == 15 and stopped.source == "degrade/digits-8-26"
+    assert 100.0 <= stopped.wall_s < 160.0
+    assert [s["n"] for s in stopped.summaries] == [1, 2]
+
+
+def test_an_empty_grid_has_nothing_to_summarise():
+    empty = G._report(G.Grid(None, []))
+    assert (empty.summaries, empty.claims, empty.findings) == ([], None, None)
+
+
+def test_a_run_of_the_layout_before_probe_json_reports_its_runs_jsonl_probe_values(grid, tmp_path):
+    out = copied(grid, tmp_path)
+    run_dir = out / "runs" / "plain-26-seed0"
+    (run_dir / "probe.json").unlink()
+    (out / "runs.jsonl").write_text(json.dumps({"event": "run", "run_dir": "runs/plain-26-seed0",
+                                                "grad_norm_first_layer": 0.125, "curve": [[4, 1.5, 50.0]]}) + "\n")
+    back = G.from_directory(out)
+    plain0 = next(r for r in back.records if (r["net"], r["seed"]) == ("plain", 0))
+    assert plain0["grad_norm_first_layer"] == 0.125 and plain0["curve"] == [[4, 1.5, 50.0]]

@@ -191,6 +191,15 @@ def test_findings_say_whether_our_medians_lie_in_the_articles_ten_seed_ranges():
     assert [f["in_range"] for f in edge] == [True, True, True, True]  # the range's ends are inside it
     assert reference.findings([_summary("plain", 8, 0.6, 3.0)]) is None
     assert not any("reproduced" in f for f in ok)  # a range is not a test of an ordering
+    # each finding named and measured as docs/degrade.md's table prints it, ours beside the article's
+    assert [(f["finding"], f["measure"], f["ours"]) for f in ok] == [
+        ("plain-26 degrades", "median training accuracy, plain", 0.6),
+        ("residual-26 fits", "median training accuracy, residual", 0.98),
+        ("plain-26's step-1 gradient is larger, not vanishing", "median first-conv norm, plain", 3.0),
+        ("residual-26's step-1 gradient", "median first-conv norm, residual", 0.6)]
+    # a grid without one of the twins at 26 has no finding (the other twin alone compares nothing)
+    assert reference.findings([_summary("plain", 26, 0.6, 3.0)]) is None
+    assert reference.findings([_summary("residual", 26, 0.98, 0.6)]) is None
 
 
 def test_he2016a_orderings_are_claims_decided_by_the_paired_test():

@@ -96,3 +96,31 @@ def test_the_json_records_are_the_runs_then_the_summaries_then_the_claims():
     assert got[0] == {k: run.get(k) for k in DV.RUN_KEYS} and "extra" not in got[0] and got[0]["event"] is None
     assert got[1:] == [{"net": "plain", "depth": 20, "event": "row"}, {"event": "claims"}]
     assert DV.json_records(SimpleNamespace(records=[], summaries=[], claims=None)) == []
+
+
+def test_a_cell_keeps_its_digits_in_the_interval_and_shows_two_seeds_range():
+    assert DV._cell(summary(), "train_loss", 3) == "0.950\n0.940-0.960\n0.945~0.955 75%"
+    two = summary(n=2, train_acc_interval=None)
+    assert DV._cell(two, "train_acc", 2) == "0.95\n0.94-0.96"  # two seeds: their range, no interval yet
+
+
+def headers(table):
+    return [c.header for c in table.columns]
+
+
+def test_the_tables_headers_and_captions_read_whole():
+    t = DV.table([summary(), summary(depth=56)], "digits")
+    assert headers(t) == ["net", "depth", "params", "train\nloss", "train\nacc", "test\nacc", "grad@1"]
+    assert cells(t, 1) == ["20", "56"]
+    assert t.caption == ("each cell: median over seeds, min-max below, then the median's order-statistic interval "
+                         "with the coverage it has (lo~hi NN%; none below 3 seeds); train = the last epoch's average; "
+                         "accuracies as fractions; grad@1 = ||dE/dW|| of the first conv at step 1")
+    c = DV.claims_table(CLAIMS)
+    assert headers(c) == ["claim", "difference", "n", "Holm p", "verdict"]
+    assert c.caption == ("difference: worse minus better, Hodges-Lehmann with its exact interval and coverage; "
+                         "10 seeds resolve a 1-sd gap with 80% power")
+
+
+def test_degrade_names_its_summaries_summary():
+    grid = SimpleNamespace(records=[], summaries=[{"net": "plain"}], claims=None)
+    assert DV.json_records(grid) == [{"net": "plain", "event": "summary"}]

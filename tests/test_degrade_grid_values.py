@@ -127,3 +127,11 @@ def test_a_run_of_the_layout_before_probe_json_reports_its_runs_jsonl_probe_valu
     back = G.from_directory(out)
     plain0 = next(r for r in back.records if (r["net"], r["seed"]) == ("plain", 0))
     assert plain0["grad_norm_first_layer"] == 0.125 and plain0["curve"] == [[4, 1.5, 50.0]]
+
+
+def test_degrade_json_rounds_this_invocations_time_and_counts_a_run_without_one_as_nothing(tmp_path):
+    plan = D.make_plan(None, depths=[26], seeds=[0], out=tmp_path)
+    grid = G.Grid(plan, [{"wall_s": 1.26}, {"wall_s": None}], wall_s=12.345)  # the second: a reused old run
+    G.write_result(grid)
+    saved = json.loads((tmp_path / G.RESULT_FILE).read_text(encoding="utf-8"))
+    assert (saved["wall_s"], saved["train_wall_s"]) == (12.3, 1.3)

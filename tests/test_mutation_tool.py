@@ -21,6 +21,7 @@ def test_each_modules_settings_name_it_and_its_tests_and_keep_the_rest_of_pyproj
     assert after["tool"]["mutmut"]["paths_to_mutate"] == ["resnet_cli/results/study.py"]
     assert after["tool"]["mutmut"]["tests_dir"] == ["tests/test_results.py"]
     assert after["tool"]["mutmut"]["pytest_add_cli_args"][:2] == ["-m", "not slow"]
+    assert after["tool"]["mutmut"]["timeout_constant"] == 10.0  # room for the fixtures that train
     del before["tool"]["mutmut"], after["tool"]["mutmut"]
     assert after == before
 

@@ -59,6 +59,12 @@ MODULES: dict[str, tuple[str, ...]] = {
 PYTEST_ARGS = ["-m", "not slow", "-x", "-q", "-p", "no:random_order", "-k",
                "not recorded_family and not missing_label and not shipped"]
 STATUS = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
+# mutmut stops a mutant after (its tests' own time + this) x 15 x 2 CPU-seconds. Its estimate leaves
+# out the session fixtures that train a net, which the first test to use them pays for in a mutant's
+# run: with its default of 1 s, `model.to(None)` (no change on a CPU) timed out on
+# analysis/trained.py's tests, and a timeout counts as killed. 10 s leaves those fixtures room; a
+# real endless loop still stops.
+TIMEOUT_CONSTANT_S = 10.0
 
 
 def settings(module: str, tests: tuple[str, ...]) -> str:
@@ -67,6 +73,7 @@ def settings(module: str, tests: tuple[str, ...]) -> str:
             f"paths_to_mutate = {quoted([f'resnet_cli/{module}'])}\n"
             f"tests_dir = {quoted(tests)}\n"
             f"pytest_add_cli_args = {quoted(PYTEST_ARGS)}\n"
+            f"timeout_constant = {TIMEOUT_CONSTANT_S}\n"
             'also_copy = ["resnet_cli", "tests", "tools", "configs"]\n')
 
 

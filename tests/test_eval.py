@@ -12,6 +12,7 @@ from torch import nn
 
 from resnet_cli.analysis import evaluate as EV
 from resnet_cli.analysis.trained import load_run
+from resnet_cli.errors import UserError
 
 from invoking import invoke
 
@@ -147,7 +148,9 @@ def test_flip_tta_changes_nothing_for_a_flip_invariant_net():
 def test_flip_tta_is_refused_for_a_run_trained_without_flips(residual8_run):
     r = invoke("eval", residual8_run, "--tta", "flip")
     assert r.exit_code == 2 and r.stdout == ""
-    assert r.stderr.count("\n") == 1 and "trained without flips (data.augment none)" in r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.endswith(
+        "trained without flips (data.augment none), so a mirrored image is not one it learned to classify; "
+        "evaluate the single view\n")
 
 
 def test_flip_tta_beside_the_single_view_of_a_run_trained_with_flips(in_tmp):
@@ -165,6 +168,11 @@ def test_flip_tta_beside_the_single_view_of_a_run_trained_with_flips(in_tmp):
     assert row["tta"] == "flip"
     assert row["tta_error"] == pytest.approx(100 * (probs.argmax(1) != y).float().mean().item())
     assert row["tta_loss"] == pytest.approx(F.nll_loss(probs.log(), y).item(), rel=1e-5)
+    # its confusion matrix, counted image by image from the mirror-averaged prediction
+    hand = [[0] * 10 for _ in range(10)]
+    for t, p in zip(y.tolist(), probs.argmax(1).tolist()):
+        hand[t][p] += 1
+    assert EV.evaluate_run(run, tta="flip")["tta"]["confusion"] == hand
 
 
 def test_several_runs_give_one_row_each_and_files_only_where_asked(residual8_run, in_tmp):
@@ -215,8 +223,9 @@ def broken_runs(residual8_run, tmp_path):
     ("corrupt", [], "not a loadable checkpoint"),
     ("missing", [], "no checkpoint.pt"),
     ("run", ["--split", "tests"], "--split tests: not a split; use train, val, test"),
-    ("run", ["--split", "val"], "no 'val' split"),
-    ("run", ["--tta", "crop"], "--tta crop: not a test-time augmentation"),
+    ("run", ["--split", "val"], "no 'val' split: the run held no training images out (data.val_split 0); "
+                                "use --split test or train\n"),
+    ("run", ["--tta", "crop"], "--tta crop: not a test-time augmentation; use flip\n"),
     ("run", ["--set", "model.depth=20"], "--set model.depth: a trained run keeps its data splits"),
     ("run", ["--data-dir", "/nonexistent", "--set", "data.dataset=cifar10"], "--set data.dataset"),
 ])
@@ -250,3 +259,77 @@ def test_the_confusion_figure_shows_each_rows_share_and_its_counts(monkeypatch, 
     assert ax.get_title() == "ResNet-8, test: 42.86% error\nruns/r8"
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("predicted class", "true class")
     assert fig.axes[-1].get_ylabel() == "share of the true class"  # the colour bar
+    assert image.get_cmap().name == "Blues" and not any(g.get_visible() for g in ax.get_xgridlines())
+    assert [t.get_rotation() for t in ax.get_xticklabels()] == [90.0] * 3  # class names read up the x axis
+
+
+def test_confusion_figures_sit_side_by_side_sized_to_their_classes(monkeypatch, tmp_path):
+    """Two runs: one row of two equal panels and one colour bar; a panel 3.6 inches a side up to 11
+    classes, 0.32 inch a class beyond (20 classes: 6.4), plus 0.8 for the bar; counts and names up
+    to 20 classes, none at 21 (unreadable). A true class seen once is wholly its own share."""
+    import numpy as np
+
+    from drawn import drawn_figure
+
+    def result(c, confusion=None):
+        return {"label": f"{c} classes", "split": "test", "error": 0.0, "run": "r", "classes": [str(i) for i in range(c)],
+                "confusion": confusion or np.eye(c, dtype=int).tolist()}
+
+    fig = drawn_figure(monkeypatch, lambda path: EV.figure([result(3, [[1, 0, 0], [0, 2, 0], [0, 0, 3]]),
+                                                             result(3)], path), tmp_path / "two.png")
+    left, right, bar = fig.axes
+    assert tuple(fig.get_size_inches()) == pytest.approx((3.6 * 2 + 0.8, 3.6))
+    a, b = left.get_position(), right.get_position()
+    assert a.y0 == pytest.approx(b.y0) and a.x1 < b.x0 and a.width == pytest.approx(b.width)
+    assert np.allclose(left.get_images()[0].get_array()[0], [1.0, 0, 0])  # one image, all of its row
+    assert bar.get_ylabel() == "share of the true class"
+    twenty = drawn_figure(monkeypatch, lambda path: EV.figure([result(20)], path), tmp_path / "20.png")
+    assert tuple(twenty.get_size_inches()) == pytest.approx((6.4 + 0.8, 6.4))
+    assert len(twenty.axes[0].texts) == 20 and len(twenty.axes[0].get_xticklabels()) == 20
+    many = drawn_figure(monkeypatch, lambda path: EV.figure([result(21)], path), tmp_path / "21.png")
+    assert len(many.axes[0].texts) == 0 and tuple(many.get_size_inches()) == pytest.approx((0.32 * 21 + 0.8, 0.32 * 21))
+
+
+def test_the_precise_bn_figure_is_the_recalibrated_nets_error_counted_by_hand(residual8_run):
+    """evaluate_run's defaults (the test split, the run's own status) and, with `bn_batches`, the
+    error and loss of the net whose BN statistics precise_bn re-estimated over those training batches
+    (test_precise_bn.py checks the statistics by hand), counted here image by image; the run keeps
+    its own statistics for the single-view figure."""
+    from resnet_cli.training import precise_bn
+
+    result = EV.evaluate_run(load_run(residual8_run), bn_batches=3)
+    assert (result["split"], result["run"], result["status"], result["bn_batches"]) == (
+        "test", str(residual8_run), "completed", 3)
+    assert result["classes"] == [str(c) for c in range(10)]  # the digits' names
+    assert result["error"] == logged(residual8_run)[-1]["test_error"]
+    run = load_run(residual8_run)
+    x, y = run.data.test.x, run.data.test.y
+    with precise_bn.recalibrated(run.model, precise_bn.train_batches(run.data, run.spec, run.device), 3,
+                                 seed=run.spec.run.seed), torch.no_grad():
+        out = run.model(x)
+    assert result["error_precise_bn"] == pytest.approx(100 * (out.argmax(1) != y).sum().item() / len(y))
+    assert result["loss_precise_bn"] == pytest.approx(F.cross_entropy(out, y).item(), rel=1e-5)
+    assert result["error_precise_bn"] != result["error"] or result["loss_precise_bn"] != result["loss"]
+
+
+def test_a_run_without_its_summary_is_unfinished_and_the_training_split_has_no_logged_figure(residual8_run, tmp_path):
+    cut = shutil.copytree(residual8_run, tmp_path / "cut")
+    (cut / "summary.json").unlink()
+    assert EV.evaluate_run(load_run(cut))["status"] == "unfinished"
+    train = EV.evaluate_run(load_run(residual8_run), split="train")
+    assert train["logged_error"] is None and train["images"] == 1437  # a running mean under augmentation is not this
+
+
+def test_a_class_with_no_image_has_no_error():
+    confusion = torch.tensor([[3, 1], [0, 0]])
+    assert EV.per_class(confusion, ["a", "b"]) == [
+        {"class": 0, "name": "a", "images": 4, "wrong": 1, "error": 25.0},
+        {"class": 1, "name": "b", "images": 0, "wrong": 0, "error": None}]
+
+
+def test_classes_without_names_are_numbered_and_a_direct_call_refuses_what_the_command_does(residual8_run):
+    run = load_run(residual8_run)
+    run.data.classes = []  # a data set that names no class
+    assert EV.evaluate_run(run)["classes"] == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
+    with pytest.raises(UserError, match="trained without flips"):
+        EV.evaluate_run(run, tta="flip")

@@ -135,3 +135,69 @@ def test_degrade_json_rounds_this_invocations_time_and_counts_a_run_without_one_
     G.write_result(grid)
     saved = json.loads((tmp_path / G.RESULT_FILE).read_text(encoding="utf-8"))
     assert (saved["wall_s"], saved["train_wall_s"]) == (12.3, 1.3)
+
+
+def test_the_grid_renders_to_a_file_in_each_text_format_and_says_the_claims_tally(grid, tmp_path):
+    """`resnet degrade/report --format F --save PATH` on the real grid: the file holds that format's
+    text of the grid's records (the pairs CSV only where asked; Markdown with the article's findings),
+    and stderr gets the findings and the claims' tally, worded here."""
+    from types import SimpleNamespace
+
+    from resnet_cli import output
+    from resnet_cli.results import degrade_formats as F
+    from resnet_cli.results import degrade_view as DV
+
+    back = G.from_directory(grid[0])
+    records = DV.json_records(back)
+    said = []
+    log = SimpleNamespace(print=said.append)
+    for fmt, pairs, want in ((output.Format.CSV, False, F.rows_csv(records)),
+                             (output.Format.CSV, True, F.pairs_csv(records)),
+                             (output.Format.MARKDOWN, False, F.table(records, back.findings) + F.claims_table(records))):
+        said.clear()
+        path = tmp_path / f"{fmt.value}-{pairs}.txt"
+        if pairs:
+            DV.render(back, fmt, log, pairs=True, save=str(path))
+        else:
+            DV.render(back, fmt, log, save=str(path))
+        assert path.read_text(encoding="utf-8") == want
+        c = back.claims
+        assert said[0].startswith("the Residual Connection article's findings") and said[-1] == (
+            "He 2016a's claims, training error paired by seed (Holm over 1): "
+            f"{c['claims_in_order']} in the paper's order, {c['claims_unresolved']} unresolved, "
+            f"{c['claims_reversed']} reversed")
+
+
+def test_a_terminal_shows_the_grid_table_then_the_claims_table(grid):
+    from resnet_cli.results import degrade_view as DV
+
+    back = G.from_directory(grid[0])
+    table, claims = DV.views(back)
+    assert table.show is False and claims.show is False  # drawn by this module, not from columns
+    assert table.draw(80).title == "degradation: plain vs residual (degrade/digits-8-26)"
+    assert [c._cells for c in table.draw(80).columns][0] == ["plain\nn=2", "residual\nn=2"]
+    assert claims.draw(80).title == "He 2016a's claims, training error % (Holm over 1)"
+    empty = DV.views(G.Grid(None, []))
+    assert [v.draw for v in empty] == [None, None]
+
+
+def test_progress_prints_each_finished_run_once_and_what_became_of_the_others(grid, tmp_path):
+    from types import SimpleNamespace
+
+    from resnet_cli.results import degrade_view as DV
+
+    out, objs = grid
+    said = []
+    progress = DV.Progress(SimpleNamespace(print=said.append), total=4)
+    run = SimpleNamespace(path=out / "runs" / "plain-26-seed0")
+    progress(run, Outcome("completed"))
+    progress(run, Outcome("error", "another process holds it", code=2))  # errors: one line at the end instead
+    progress(run, None)
+    (tmp_path / "runs" / "plain-26-seed1").mkdir(parents=True)  # no record yet: cut off before its first epoch
+    cut = SimpleNamespace(path=tmp_path / "runs" / "plain-26-seed1")
+    progress(cut, Outcome("interrupted", "stopped by SIGTERM"))
+    progress(cut, Outcome("skipped"))
+    record = next(r for r in G.from_directory(out).records if (r["net"], r["seed"]) == ("plain", 0))
+    assert said == [DV.run_text(record, False, 1, 4), "[  2/4] plain-26-seed1: interrupted: stopped by SIGTERM",
+                    "[  3/4] plain-26-seed1: skipped"]
+    assert said[0].startswith("[  1/4] plain     26 layers  seed 0 ") and "(reused)" not in said[0]

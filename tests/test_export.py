@@ -146,12 +146,13 @@ def taken(tmp_path):
     (["{tmp}/nowhere"], "no such run directory"),
     (["{run}", "--format", "tflite"], "--format tflite: not an export format; use torchscript, onnx, state_dict"),
     (["{run}", "--out", "{tmp}/m.pt"], "m.pt exists; pass --force"),
-    (["{run}", "--out", "{tmp}/dir.pt", "--force"], "is a directory"),
+    (["{run}", "--out", "{tmp}/dir.pt", "--force"], "dir.pt is a directory; give a file path, e.g. {tmp}/dir.pt/model.pt\n"),
+    (["{run}", "--out", "{tmp}/m.pt/inside.pt"], "m.pt"),  # a file where its folder would go
 ])
 def test_bad_input_is_one_line_and_exit_2(residual8_run, taken, args, says):
     r = invoke("export", *[a.format(run=residual8_run, tmp=taken) for a in args])
     assert r.exit_code == 2 and r.stderr.startswith("resnet: error: ") and r.stderr.count("\n") == 1, r.stderr
-    assert says in r.stderr and r.stdout == ""
+    assert says.format(tmp=taken) in r.stderr and r.stdout == ""
     assert (taken / "m.pt").read_text() == "someone's file"
 
 
@@ -177,3 +178,36 @@ def test_the_check_compares_logits_at_the_full_batch_and_at_a_quarter_of_it():
     assert [c["batch"] for c in EX.compare(net, net, x[:1])] == [1]  # one image: one check
     with pytest.raises(UserError, match=r"returned shape \(16, 3\) for a batch of 16, expected \(16, 2\)"):
         EX.compare(net, lambda b: torch.zeros(len(b), 3), x)
+
+
+def test_both_onnx_packages_missing_are_named_together(residual8_run, tmp_path, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("onnx", "onnxscript") else real(name, *a))
+    with pytest.raises(UserError, match="^--format onnx needs onnx and onnxscript \\(torch's ONNX exporter\\): "):
+        EX.check_request("onnx", tmp_path / "m.onnx", False)
+
+
+def test_the_side_file_says_what_a_user_needs_and_the_report_where_each_file_is(residual8_run, tmp_path):
+    """A state dict written into folders that do not exist yet: its JSON names the files, the run, the
+    input a digit needs (8x8, one channel, pixel/16 with no normalisation), the outputs, the check at
+    16 and 4 images and the versions (no ONNX packages for this format); indented one space."""
+    path = tmp_path / "a" / "b" / "m.sd"
+    report = EX.export_run(load_run(residual8_run), "state_dict", path)
+    text = path.with_name("m.sd.json").read_text(encoding="utf-8")
+    info = json.loads(text)
+    assert text.startswith('{\n "format": "state_dict",\n "file": "m.sd",') and text.endswith("}\n")
+    assert (info["spec"], info["run"], info["outputs"]) == ("m.sd.spec.yaml", str(residual8_run), "logits (N, classes)")
+    assert {k: v for k, v in info["input"].items() if k != "pixels"} == {
+        "input_shape": [1, 8, 8], "layout": "NCHW", "dtype": "float32", "mean": None, "std": None,
+        "formula": "x = pixels"}
+    assert [c["batch"] for c in info["check"]["against"]] == [16, 4] and info["check"]["images"] == 16
+    assert info["versions"]["torch"] == torch.__version__ and not {"onnx", "onnxscript", "onnxruntime"} & set(info["versions"])
+    assert (report["path"], report["spec_path"], report["info_path"]) == (
+        str(path), str(path.with_name("m.sd.spec.yaml")), str(path.with_name("m.sd.json")))
+    # read back strictly: a state dict missing one tensor is refused, not filled with fresh weights
+    state = torch.load(path, weights_only=True)
+    state.pop(next(iter(state)))
+    torch.save(state, tmp_path / "short.sd")
+    with pytest.raises(RuntimeError, match="Missing key"):
+        EX.LOADERS["state_dict"](tmp_path / "short.sd", path.with_name("m.sd.spec.yaml"), (1, 10))

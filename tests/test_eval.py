@@ -331,5 +331,8 @@ def test_classes_without_names_are_numbered_and_a_direct_call_refuses_what_the_c
     run = load_run(residual8_run)
     run.data.classes = []  # a data set that names no class
     assert EV.evaluate_run(run)["classes"] == ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
-    with pytest.raises(UserError, match="trained without flips"):
+    with pytest.raises(UserError) as refused:
         EV.evaluate_run(run, tta="flip")
+    assert str(refused.value).startswith(f"--tta flip: {residual8_run} trained without flips")
+    # bn_batches 0: one epoch's batches up to 50 (1437 training images at batch 64: 23)
+    assert EV.evaluate_run(run, bn_batches=0)["bn_batches"] == 23

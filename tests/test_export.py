@@ -103,7 +103,7 @@ def test_the_preprocessing_beside_the_export_turns_raw_images_into_the_nets_inpu
     run = load_run("syn")
     raw = synthetic.read(run.spec.data).test.x  # (16, 3, 16, 16), before normalisation
     mean, std = torch.tensor(pre["mean"]).view(1, 3, 1, 1), torch.tensor(pre["std"]).view(1, 3, 1, 1)
-    assert pre["input_shape"] == [3, 16, 16] and "x = (pixels - mean[c]) / std[c]" in pre["formula"]
+    assert pre["input_shape"] == [3, 16, 16] and pre["formula"] == "x = (pixels - mean[c]) / std[c] for each channel c"
     torch.testing.assert_close((raw - mean) / std, run.data.test.x, rtol=1e-5, atol=1e-5)
     train_raw = synthetic.read(run.spec.data).train.x
     np.testing.assert_allclose(pre["std"], train_raw.std(dim=(0, 2, 3), unbiased=False).numpy(), rtol=1e-5)
@@ -176,8 +176,9 @@ def test_the_check_compares_logits_at_the_full_batch_and_at_a_quarter_of_it():
                    {"batch": 4, "max_abs_diff": pytest.approx(0.25), "max_abs_logit": 2.0 * 10}]
     assert [c["batch"] for c in EX.compare(net, net, x[:2])] == [2, 1]
     assert [c["batch"] for c in EX.compare(net, net, x[:1])] == [1]  # one image: one check
-    with pytest.raises(UserError, match=r"returned shape \(16, 3\) for a batch of 16, expected \(16, 2\)"):
+    with pytest.raises(UserError, match=r"returned shape \(16, 3\) for a batch of 16, expected \(16, 2\)") as err:
         EX.compare(net, lambda b: torch.zeros(len(b), 3), x)
+    assert err.value.code == 1  # the export failed its check (exit 1), not bad input (2)
 
 
 def test_both_onnx_packages_missing_are_named_together(residual8_run, tmp_path, monkeypatch):

@@ -62,3 +62,58 @@ def test_a_device_is_cpu_cuda_or_auto(monkeypatch):
         T.pick_device("gpu0")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert T.pick_device("auto") == torch.device("cuda")
+
+
+def copy_of(run, tmp_path):
+    import shutil
+
+    return shutil.copytree(run, tmp_path / "copy")
+
+
+def test_a_bad_spec_names_the_runs_spec_file(residual8_run, tmp_path):
+    p = copy_of(residual8_run, tmp_path)
+    (p / "spec.yaml").write_text((p / "spec.yaml").read_text().replace("model:\n", "model:\n  wdth: 3\n", 1))
+    with pytest.raises(UserError) as err:
+        T.load_spec(p)
+    assert str(err.value).startswith(f"{p / 'spec.yaml'}: ") and "wdth" in str(err.value)
+
+
+def test_a_checkpoint_without_weights_or_of_another_net_is_one_line(residual8_run, tmp_path):
+    import torch
+
+    p = copy_of(residual8_run, tmp_path)
+    state = torch.load(p / "checkpoint.pt", weights_only=True)
+    torch.save({k: v for k, v in state.items() if k != "model"}, p / "checkpoint.pt")
+    with pytest.raises(UserError) as err:
+        T.load_run(p)
+    assert str(err.value) == f"{p / 'checkpoint.pt'}: holds no model weights"
+    torch.save(state, p / "checkpoint.pt")
+    text = (p / "spec.yaml").read_text()
+    assert "widths: [4]" in text
+    (p / "spec.yaml").write_text(text.replace("widths: [4]", "widths: [8]", 1))  # edited after training
+    with pytest.raises(UserError) as err:
+        T.load_run(p)
+    assert str(err.value).startswith(f"{p / 'checkpoint.pt'}") and str(err.value).endswith(
+        f"{p / 'spec.yaml'} describes another net (edited?); restore the spec it was trained with")
+
+
+def test_a_checkpoint_without_its_progress_has_no_iteration(residual8_run, tmp_path):
+    import torch
+
+    p = copy_of(residual8_run, tmp_path)
+    state = torch.load(p / "checkpoint.pt", weights_only=True)
+    opened = T.load_run(p)
+    assert opened.iteration == state["progress"]["iteration"] > 0
+    assert opened.device == torch.device("cpu") and T.load_run(p, torch.device("cpu")).device == torch.device("cpu")
+    torch.save({**state, "progress": 7}, p / "checkpoint.pt")  # not the mapping this version writes
+    assert T.load_run(p).iteration is None
+
+
+def test_open_runs_checks_every_spec_with_its_data_items_before_loading_and_picks_the_device(residual8_run):
+    import torch
+
+    seen = []
+    (run,) = T.open_runs([residual8_run], data_sets=["data.test_subset=50"], before=seen.extend, threads=0)
+    assert seen[0].data.test_subset == 50 and run.spec.data.test_subset == 50
+    assert run.device.type == ("cuda" if torch.cuda.is_available() else "cpu")  # auto
+    assert T.open_runs([residual8_run], torch.device("cpu"), threads=0)[0].device == torch.device("cpu")

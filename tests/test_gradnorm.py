@@ -326,8 +326,8 @@ def test_the_responses_figure_draws_each_nets_stds_in_order_and_sorted(monkeypat
     top, bottom = fig.axes
     assert [(ln.get_label(), list(ln.get_xdata()), list(ln.get_ydata()), ln.get_linestyle()) for ln in top.get_lines()] == [
         ("plain-8", [1, 2, 3], [0.5, 2.0, 1.0], "--"), ("ResNet-8 (seed 1)", [1, 2], [0.25, 0.75], "-")]
-    assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in bottom.get_lines()] == [
-        ([1, 2, 3], [2.0, 1.0, 0.5]), ([1, 2], [0.75, 0.25])]
+    assert [(list(ln.get_xdata()), list(ln.get_ydata()), ln.get_linestyle()) for ln in bottom.get_lines()] == [
+        ([1, 2, 3], [2.0, 1.0, 0.5], "--"), ([1, 2], [0.75, 0.25], "-")]
     assert (top.get_xlabel(), bottom.get_xlabel()) == ("layer index (original order)", "layer index (sorted by magnitude)")
     assert top.get_title() == "layer responses after BN" and top.get_ylabel() == bottom.get_ylabel() == "std"
     assert [ln.get_color() for ln in top.get_lines() + bottom.get_lines()] == ["C0", "C1", "C0", "C1"]

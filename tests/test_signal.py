@@ -102,3 +102,18 @@ def test_the_figure_draws_each_nets_positive_points_and_names_the_nets_at_zero(m
         (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "BN"]
         assert to_rgb(line.get_color()) == to_rgb("C1")
     assert fig._suptitle.get_text().startswith("signal propagation at initialisation (Brock, De and Smith 2021)")
+
+
+def test_a_plain_unit_adds_its_whole_branch_and_no_hook_stays_behind():
+    """A plain unit (no shortcut) has nothing to subtract: what it adds is its branch's output, read
+    here by hand unit by unit. The hooks go when the measurement ends."""
+    model = net(shortcut={"kind": "none"})
+    x = torch.randn(32, 3, 8, 8)
+    result = sig.measure("plain", model, x)
+    with torch.no_grad():
+        h = model.stem(x)
+        for unit, row in zip(model.units, result.units):
+            fx = unit.branch(unit.shared_pre(h))
+            h = unit(h)
+            assert row["branch_var"] == pytest.approx(sig.channel_stats(fx)[1], rel=1e-5)
+    assert all(not u._forward_hooks and not u.combine._forward_hooks for u in model.units)

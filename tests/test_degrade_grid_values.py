@@ -201,3 +201,17 @@ def test_progress_prints_each_finished_run_once_and_what_became_of_the_others(gr
     assert said == [DV.run_text(record, False, 1, 4), "[  2/4] plain-26-seed1: interrupted: stopped by SIGTERM",
                     "[  3/4] plain-26-seed1: skipped"]
     assert said[0].startswith("[  1/4] plain     26 layers  seed 0 ") and "(reused)" not in said[0]
+
+
+def test_on_a_terminal_the_grid_prints_both_tables(grid, capsys):
+    from types import SimpleNamespace
+
+    from resnet_cli import output
+    from resnet_cli.results import degrade_view as DV
+
+    said = []
+    DV.render(G.from_directory(grid[0]), output.Format.TABLE, SimpleNamespace(print=said.append))
+    shown = capsys.readouterr().out
+    assert "degradation: plain vs residual (degrade/digits-8-26)" in shown
+    assert "He 2016a's claims, training error % (Holm over 1)" in shown
+    assert not any(line.startswith("He 2016a's claims, training error paired") for line in said)  # the table says it

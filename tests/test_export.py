@@ -212,3 +212,15 @@ def test_the_side_file_says_what_a_user_needs_and_the_report_where_each_file_is(
     torch.save(state, tmp_path / "short.sd")
     with pytest.raises(RuntimeError, match="Missing key"):
         EX.LOADERS["state_dict"](tmp_path / "short.sd", path.with_name("m.sd.spec.yaml"), (1, 10))
+
+
+def test_a_state_dict_is_read_back_without_running_a_pickles_code(residual8_run, tmp_path):
+    """The state-dict loader reads tensors only (torch.load's weights_only): a file that holds any
+    other object is refused before a line of its pickle runs."""
+    import argparse
+    import pickle
+
+    path = tmp_path / "odd.sd"
+    torch.save({"fc.weight": torch.zeros(2, 2), "note": argparse.Namespace(a=1)}, path)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        EX.LOADERS["state_dict"](path, residual8_run / "spec.yaml", (1, 10))

@@ -11,13 +11,17 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
+from resnet_cli import output
 from resnet_cli.cli import app
+from resnet_cli.results import degrade_formats as F
 from resnet_cli.results import degrade_grid as G
+from resnet_cli.results import degrade_view as DV
 from resnet_cli.sweep import degrade_plan as D
 from resnet_cli.sweep.one_run import Outcome
 
@@ -141,12 +145,6 @@ def test_the_grid_renders_to_a_file_in_each_text_format_and_says_the_claims_tall
     """`resnet degrade/report --format F --save PATH` on the real grid: the file holds that format's
     text of the grid's records (the pairs CSV only where asked; Markdown with the article's findings),
     and stderr gets the findings and the claims' tally, worded here."""
-    from types import SimpleNamespace
-
-    from resnet_cli import output
-    from resnet_cli.results import degrade_formats as F
-    from resnet_cli.results import degrade_view as DV
-
     back = G.from_directory(grid[0])
     records = DV.json_records(back)
     said = []
@@ -169,8 +167,6 @@ def test_the_grid_renders_to_a_file_in_each_text_format_and_says_the_claims_tall
 
 
 def test_a_terminal_shows_the_grid_table_then_the_claims_table(grid):
-    from resnet_cli.results import degrade_view as DV
-
     back = G.from_directory(grid[0])
     table, claims = DV.views(back)
     assert table.show is False and claims.show is False  # drawn by this module, not from columns
@@ -182,10 +178,6 @@ def test_a_terminal_shows_the_grid_table_then_the_claims_table(grid):
 
 
 def test_progress_prints_each_finished_run_once_and_what_became_of_the_others(grid, tmp_path):
-    from types import SimpleNamespace
-
-    from resnet_cli.results import degrade_view as DV
-
     out, objs = grid
     said = []
     progress = DV.Progress(SimpleNamespace(print=said.append), total=4)
@@ -204,11 +196,6 @@ def test_progress_prints_each_finished_run_once_and_what_became_of_the_others(gr
 
 
 def test_on_a_terminal_the_grid_prints_both_tables(grid, capsys):
-    from types import SimpleNamespace
-
-    from resnet_cli import output
-    from resnet_cli.results import degrade_view as DV
-
     said = []
     DV.render(G.from_directory(grid[0]), output.Format.TABLE, SimpleNamespace(print=said.append))
     shown = capsys.readouterr().out

@@ -2,9 +2,11 @@
 2016b's shortcut names, the ViT family's blocks), and the one line each bad run directory, device or
 `--set` gets. test_cli_open_runs.py opens real runs."""
 
+import shutil
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from resnet_cli.analysis import trained as T
 from resnet_cli.errors import UserError
@@ -51,8 +53,6 @@ def test_a_trained_run_keeps_its_data_but_where_it_is_read_from(tmp_path):
 
 
 def test_a_device_is_cpu_cuda_or_auto(monkeypatch):
-    import torch
-
     assert T.pick_device("cpu") == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert T.pick_device("auto") == torch.device("cpu")
@@ -65,8 +65,6 @@ def test_a_device_is_cpu_cuda_or_auto(monkeypatch):
 
 
 def copy_of(run, tmp_path):
-    import shutil
-
     return shutil.copytree(run, tmp_path / "copy")
 
 
@@ -79,8 +77,6 @@ def test_a_bad_spec_names_the_runs_spec_file(residual8_run, tmp_path):
 
 
 def test_a_checkpoint_without_weights_or_of_another_net_is_one_line(residual8_run, tmp_path):
-    import torch
-
     p = copy_of(residual8_run, tmp_path)
     state = torch.load(p / "checkpoint.pt", weights_only=True)
     torch.save({k: v for k, v in state.items() if k != "model"}, p / "checkpoint.pt")
@@ -98,8 +94,6 @@ def test_a_checkpoint_without_weights_or_of_another_net_is_one_line(residual8_ru
 
 
 def test_a_checkpoint_without_its_progress_has_no_iteration(residual8_run, tmp_path):
-    import torch
-
     p = copy_of(residual8_run, tmp_path)
     state = torch.load(p / "checkpoint.pt", weights_only=True)
     opened = T.load_run(p)
@@ -110,8 +104,6 @@ def test_a_checkpoint_without_its_progress_has_no_iteration(residual8_run, tmp_p
 
 
 def test_open_runs_checks_every_spec_with_its_data_items_before_loading_and_picks_the_device(residual8_run):
-    import torch
-
     seen = []
     (run,) = T.open_runs([residual8_run], data_sets=["data.test_subset=50"], before=seen.extend, threads=0)
     assert seen[0].data.test_subset == 50 and run.spec.data.test_subset == 50

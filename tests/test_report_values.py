@@ -30,7 +30,7 @@ def test_records_group_into_a_table_per_study_preset_and_budget_in_order():
     assert (quick.title, tables[3].budget) == ("Shortcut", 2)
 
 
-def test_a_shipped_studys_missing_seeds_come_back_pending():
+def test_a_studys_missing_seeds_come_back_pending_as_its_plan_has_them():
     have = [seed("shortcut", 1, "original (identity)", 0), seed("shortcut", 1, "original (identity)", 1)]
     gone = report.missing(have)
     assert len(gone) == 11 * 12 - 2
@@ -40,9 +40,18 @@ def test_a_shipped_studys_missing_seeds_come_back_pending():
     first = gone[0]
     assert (first.row, first.fail_above, first.chance, first.dataset, first.preset) == (
         "original (identity)", 20.0, 90.0, "digits", "quick")
+    assert (first.title, first.paper, first.group, first.budget, first.test_error) == (
+        "He 2016b Table 1: shortcut variants (ResNet-110)", 6.61, None, 1, None)
+    assert first.paper_metric == "CIFAR-10 test error % (He 2016b Table 1; fail = above 20%)"
+    assert first.path == Path("runs/ablate/shortcut-quick/01-original-identity-s2")
+    last = gone[-1]
+    assert (last.index, last.seed, last.row, last.paper) == (11, 11, "dropout shortcut, p 0.5", "fail")
+    grouped = report.missing([seed("activation", 1, "(a) original, 110", 0)])
+    assert (grouped[0].group, grouped[-1].group, grouped[-1].row) == (
+        "ResNet-110", "ResNet-164", "(e) full pre-activation, 164")
 
 
-def test_nothing_is_guessed_for_runs_no_shipped_plan_has():
+def test_nothing_is_guessed_for_runs_no_plan_of_this_version_has():
     assert report.missing([seed("shortcut", 1, "a row this version does not have", 0)]) == []
     assert report.missing([seed("not-a-shipped-study", 1, "a", 0)]) == []
     assert report.missing([seed("shortcut", 1, "original (identity)", 0, preset="no-such-preset")]) == []

@@ -10,6 +10,7 @@ from pathlib import Path
 from resnet_cli.results import report
 from resnet_cli.results.records import SeedResult
 from resnet_cli.sweep import plan as plan_mod
+from resnet_cli.sweep import study_file
 
 ONE = {"better": "original (identity)", "worse": "constant scaling 0 / 1 (plain)", "metric": "test_error",
        "source": "He 2016b Table 1"}
@@ -67,10 +68,18 @@ def test_claims_are_looked_for_three_folders_up_and_never_above_the_root_given(t
     assert report.family_of(table(run), root=tmp_path / "res").size == 1
     above = report.family_of(table(run), root=tmp_path / "res" / "sub")  # res is above the root
     assert (above.recorded, above.size) == (False, 13)
+    [res] = report.results(table(run).rows[0].runs, root=tmp_path / "res" / "sub")
+    assert len(res.comparison["claims"]) == 13
     claims(tmp_path / "res" / "sub" / "deep", [ONE, {**ONE, "worse": "exclusive gating"}])  # nearest wins
     assert report.family_of(table(run), root=tmp_path / "res" / "sub").size == 2
     [res] = report.results(table(run).rows[0].runs, root=tmp_path / "res" / "sub" / "deep")
     assert len(res.comparison["claims"]) == 2
+
+
+def test_a_run_at_the_root_does_not_end_the_search_for_the_next_runs_claims(tmp_path):
+    claims(tmp_path / "sub", [ONE])
+    fam = report.family_of(table(tmp_path / "01-a-s0", tmp_path / "sub" / "01-a-s1"), root=tmp_path)
+    assert (fam.recorded, fam.size) == (True, 1)
 
 
 def test_claims_one_folder_too_far_up_or_of_another_study_are_not_the_runs(tmp_path):
@@ -96,4 +105,7 @@ def test_runs_of_no_study_or_of_a_study_this_version_lacks_have_no_claims(tmp_pa
     claims(tmp_path, [ONE], study="runs", preset="-")
     assert report.family_of(table(tmp_path / "01-a-s0", study="runs", preset="-")) is None
     assert report.family_of(table(tmp_path / "x" / "01-a-s0", study="my-study")) is None
+    mine = tmp_path / "mine.yaml"  # a study file of one's own is never guessed at: its claims.json decides
+    mine.write_text((Path(study_file.studies_dir()) / "shortcut.yaml").read_text())
+    assert report.family_of(table(tmp_path / "x" / "01-a-s0", study=str(mine))) is None
     assert report.family_of(table(tmp_path / "x" / "01-a-s0", preset="no-such-preset")) is None

@@ -121,6 +121,8 @@ def test_a_spec_this_version_rejects_keeps_its_dataset_but_no_chance(tmp_path):
     d = write(tmp_path / "r", spec={**net(), "bogus": 1}, summary=DONE)
     r = report.seed_result(d)
     assert (r.dataset, r.chance, r.test_error) == ("digits", None, 4.5)
+    bare = report.seed_result(write(tmp_path / "b", spec={"model": {"family": "digits"}, "bogus": 1}))
+    assert (bare.seed, bare.dataset, bare.chance, bare.row) == (None, None, None, "digits? original identity option ? ?")
     cifar100 = write(tmp_path / "c", spec={"model": {"family": "cifar", "depth": 20}, "data": {"dataset": "cifar100"}},
                      summary=DONE)
     assert report.seed_result(cifar100).chance == 99.0
@@ -158,10 +160,10 @@ def test_loose_runs_are_numbered_by_spec_and_twins_told_apart_by_where_they_diff
              Path("b"): {"model": {"depth": 8}, "optim": {"lr": 0.05}, "extra": 1},
              Path("c"): {"model": {"depth": 8}, "optim": {"lr": 0.1}, "run": {"seed": 4, "out": "c"}},
              Path("d"): {"model": {"depth": 20}}}
-    runs = [loose("a", "L"), loose("b", "L"), loose("c", "L"), loose("d", "M")]
+    runs = [loose("d", "M"), loose("a", "L"), loose("b", "L"), loose("c", "L")]
     report._label_loose(runs, trees)
     assert [(r.index, r.row) for r in runs] == [
-        (1, "L (extra=-, optim.lr=0.1)"), (2, "L (extra=1, optim.lr=0.05)"), (1, "L (extra=-, optim.lr=0.1)"), (3, "M")]
+        (1, "M"), (2, "L (extra=-, optim.lr=0.1)"), (3, "L (extra=1, optim.lr=0.05)"), (2, "L (extra=-, optim.lr=0.1)")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +183,15 @@ def test_the_same_study_run_found_twice_is_one_seed_the_finished_copy_kept(tmp_p
     assert [p.relative_to(tmp_path).as_posix() for p in dups] == ["c/01-a-s0", "a/01-a-s0"]
     assert [r.status for r in kept] == ["completed", "unfinished", "completed"]
     assert [r.path for r in report.collect(tmp_path)] == [r.path for r in kept]  # no list to fill: none asked
+
+
+def test_of_two_finished_copies_the_first_by_its_path_as_text_is_kept(tmp_path):
+    study = {"study": "s", "preset": "quick", "index": 1, "row": "a", "seed": 0}
+    write(tmp_path / "b" / "01-a-s0", spec=net(), study=study, summary=DONE)
+    write(tmp_path / "b-copy" / "01-a-s0", spec=net(), study=study, summary={**DONE, "test_error": 9.9})
+    dups: list[Path] = []
+    [kept] = report.collect(tmp_path, dups)  # "b-copy/..." sorts before "b/..." ('-' before '/')
+    assert (kept.path, kept.test_error, dups) == (tmp_path / "b-copy" / "01-a-s0", 9.9, [tmp_path / "b" / "01-a-s0"])
 
 
 def test_loose_runs_pool_seeds_of_one_spec_and_keep_specs_that_differ(tmp_path):
@@ -205,31 +216,38 @@ def test_loose_runs_pool_seeds_of_one_spec_and_keep_specs_that_differ(tmp_path):
 def test_planned_runs_read_what_is_on_disk_and_say_what_is_not(tmp_path):
     plan = plan_mod.plan("activation", "quick", results=tmp_path)
     done, going, failed, moved = plan.runs[0], plan.runs[1], plan.runs[2], plan.runs[3]
-    write(done.path, spec=net(), study={**done.record(plan), "row": "an older label", "index": 9}, summary=DONE)
+    write(done.path, spec=net(), summary=DONE,
+          study={**done.record(plan), "row": "an older label", "index": 9, "paper_metric": "older", "group": "x"})
     write(moved.path, spec=net(), summary=DONE)  # a plain run where the plan puts one: not the plan's
     recs = report.planned(plan, running={done.key, going.key}, errors={failed.key: "no GPU"})
     assert len(recs) == len(plan.runs) == 120
     first = recs[0]  # labelled as the plan has it now, its figures from disk, finished whatever the sweep says
     assert (first.study, first.title, first.preset, first.index, first.row, first.paper, first.group) == (
         "activation", plan.title, "quick", 1, "(a) original, 110", 6.61, "ResNet-110")
+    assert first.paper_metric == plan.paper_metric == "CIFAR-10 test error % (He 2016b Table 2, median of 5)"
     assert (first.status, first.test_error, first.fail_above, first.budget, first.dataset) == (
         "completed", 4.5, None, 1, "digits")
     assert (recs[1].status, recs[1].seed, recs[1].path, recs[1].paper_metric) == (
         "running", 1, going.path, plan.paper_metric)
     assert (recs[2].status, recs[2].message) == ("error", "no GPU")
-    assert (recs[3].status, recs[3].study, recs[3].test_error, recs[3].dataset) == ("pending", "activation", None,
-                                                                                   "digits")
+    pending = recs[3]
+    assert (pending.status, pending.study, pending.title, pending.preset, pending.paper_metric) == (
+        "pending", "activation", plan.title, "quick", plan.paper_metric)
+    assert (pending.index, pending.row, pending.seed, pending.paper, pending.group, pending.path) == (
+        1, "(a) original, 110", 3, 6.61, "ResNet-110", moved.path)
+    assert (pending.test_error, pending.dataset, pending.chance, pending.budget) == (None, "digits", 90.0, 1)
     assert {r.status for r in recs[4:]} == {"pending"}
     assert (recs[-1].index, recs[-1].row, recs[-1].seed, recs[-1].group) == (10, "(e) full pre-activation, 164",
                                                                              11, "ResNet-164")
 
 
 def test_a_planned_run_reports_the_plans_metric_and_takes_its_budget(tmp_path):
-    plan = replace(plan_mod.plan("activation", "quick", results=tmp_path), metric="train_error")
+    plan = replace(plan_mod.plan("shortcut", "quick", results=tmp_path), metric="train_error")
     run = replace(plan.runs[0], budget=3)
-    write(run.path, study={"study": "activation", "metric": "test_error"}, summary=DONE)  # no spec.yaml
+    write(run.path, study={"study": "shortcut", "metric": "test_error"}, summary=DONE)  # no spec.yaml
     rec = report.planned_run(plan, run)
-    assert (rec.test_error, rec.budget, rec.dataset, rec.status) == (1.25, 3, "digits", "completed")
+    assert (rec.test_error, rec.budget, rec.dataset, rec.status, rec.fail_above) == (1.25, 3, "digits", "completed", 20.0)
+    assert (report.planned_run(plan, replace(plan.runs[1], budget=2)).budget, plan.runs[1].budget) == (2, 1)
     assert report.planned_run(plan, plan.runs[5]).status == "pending"  # not running unless told
 
 
@@ -247,7 +265,7 @@ def test_run_rows_hold_each_runs_figures_status_and_provenance(tmp_path):
     write(tmp_path / "3", spec=net(2), study={**study, "seed": 2}, summary={"status": "interrupted", "test_error": 50.0, "train_loss": 2.0})
     write(tmp_path / "4", spec=net(3), study={**study, "seed": 3}, slurm={"state": "failed"})
     write(tmp_path / "5", spec=net(4), study={**study, "seed": 4})
-    write(tmp_path / "6", study={**study, "seed": 5})  # planned, nothing run: no row
+    write(tmp_path / "0", study={**study, "seed": 5})  # planned, nothing run: no row
     rows = report.run_rows(report.collect(tmp_path))
     common = {"event": "run", "study": "s", "preset": "quick", "row": "a", "group": "g"}
     assert rows[0] == {**common, "seed": 0, "status": "completed", "test_error": 4.5, "counted_error": 4.5,

@@ -30,6 +30,13 @@ def test_records_group_into_a_table_per_study_preset_and_budget_in_order():
     assert (quick.title, tables[3].budget) == ("Shortcut", 2)
 
 
+def test_a_row_is_its_number_and_label_together_and_takes_its_first_records_group():
+    [table] = report.aggregate([seed("s", 1, "a", 0, group="g"), seed("s", 1, "a renamed", 1),
+                                seed("s", 2, "a", 2), seed("s", 1, "a", 3)])
+    assert [(r.index, r.row, [x.seed for x in r.runs], r.group) for r in table.rows] == [
+        (1, "a", [0, 3], "g"), (1, "a renamed", [1], None), (2, "a", [2], None)]
+
+
 def test_a_studys_missing_seeds_come_back_pending_as_its_plan_has_them():
     have = [seed("shortcut", 1, "original (identity)", 0), seed("shortcut", 1, "original (identity)", 1)]
     gone = report.missing(have)
@@ -59,3 +66,14 @@ def test_nothing_is_guessed_for_runs_no_plan_of_this_version_has():
     budgets = report.missing([seed("shortcut", 1, "original (identity)", s, budget=b) for b in (1, 2) for s in (0, 1)])
     assert len(budgets) == 11 * 12 - 2 and {r.budget for r in budgets} == {1}  # the preset's table only
     assert report.missing([seed("runs", 1, "loose", 0)]) == []
+
+
+def test_a_study_that_cannot_be_completed_does_not_stop_the_next_from_being():
+    have = [seed("a-study-of-mine", 1, "a", 0), seed("depth", 1, "a row this version does not have", 0),
+            seed("shortcut", 1, "original (identity)", 0, preset="no-such-preset"),
+            seed("shortcut", 1, "original (identity)", 0)]
+    gone = report.missing(have)
+    assert len(gone) == 11 * 12 - 1 and {(r.study, r.preset) for r in gone} == {("shortcut", "quick")}
+    every_row = [seed("shortcut", i, row, 0) for i, row in enumerate(
+        ["original (identity)"] + [r.row for r in gone if r.seed == 1][1:], start=1)]
+    assert len(report.missing(every_row)) == 11 * 11  # each row has its seed 0

@@ -98,12 +98,13 @@ def seed_result(path: Path, metric: str | None = None) -> SeedResult | None:
 
 
 def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix.rstrip("."): tree}
+    """{"optim": {"lr": 0.1}} as {"optim.lr": 0.1}; an empty section is kept as a value of its own."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
     out: dict[str, Any] = {}
     for k, v in tree.items():
-        out.update(_flat(v, f"{prefix}{k}."))
-    return out if tree else {prefix.rstrip("."): {}}
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
 
 
 # Not what a run is: a row pools its seeds, and the run directory says only where it was written.
@@ -146,7 +147,7 @@ def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[Seed
     to `duplicates` (the first in path order is kept, a finished one before an unfinished one)."""
     records = [rec for d in runs_reader.find(root) if (rec := seed_result(d)) is not None]
     trees = {r.path: (RunRecord.read(r.path).spec_tree or {}) for r in records}
-    seen: dict[tuple, SeedResult] = {}
+    seen: set[tuple] = set()
     kept: list[SeedResult] = []
     for r in sorted(records, key=lambda r: (r.status not in FINAL, str(r.path))):
         ident = ((r.study, r.preset, r.budget, r.index, r.row) if r.study != "runs" else (_spec_key(trees[r.path]),),
@@ -155,7 +156,7 @@ def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[Seed
             if duplicates is not None:
                 duplicates.append(r.path)
             continue
-        seen[ident] = r
+        seen.add(ident)
         kept.append(r)
     kept.sort(key=lambda r: str(r.path))
     loose = [r for r in kept if r.study == "runs"]
@@ -172,16 +173,13 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
 def planned_run(plan: Plan, run, running: bool = False, error: str | None = None) -> SeedResult:
     """One planned run as its row's seed: read from its directory, labelled as the plan has it."""
     rec = seed_result(run.path, plan.metric)
-    base = run.record(plan)
-    if rec is None or rec.study == "runs":
-        rec = SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
-                         paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,
-                         paper=run.row.paper, status="pending", dataset=run.spec.data.dataset)
-    rec.study, rec.title, rec.preset, rec.index, rec.row, rec.paper, rec.group = (
-        base["study"], base["title"], base["preset"], base["index"], base["row"], base["paper"], base.get("group"))
-    rec.dataset = rec.dataset or run.spec.data.dataset
-    rec.fail_above = plan.fail_above
-    rec.budget = run.budget
+    if rec is None or rec.study == "runs":  # nothing of this plan's there yet
+        rec = _pending(plan, run)
+    else:  # labelled as the plan has it now: a row renamed or renumbered since keeps its runs
+        rec.study, rec.title, rec.preset, rec.paper_metric = plan.name, plan.title, plan.preset, plan.paper_metric
+        rec.index, rec.row, rec.paper, rec.group = run.row.index, run.row.label, run.row.paper, run.row.group
+        rec.dataset = rec.dataset or run.spec.data.dataset
+        rec.fail_above, rec.budget = plan.fail_above, run.budget
     if running and rec.status not in FINAL:
         rec.status = "running"
     if error is not None:
@@ -195,7 +193,7 @@ def missing(records: list[SeedResult]) -> list[SeedResult]:
     The plan is the study's preset with its own seeds; a directory whose rows that plan does not
     have (a study of another version, or a file not shipped) gets nothing added: no guessing."""
     out: list[SeedResult] = []
-    for name, preset in sorted({(r.study, r.preset) for r in records if r.study != "runs" and r.budget == 1}):
+    for name, preset in sorted({(r.study, r.preset) for r in records if r.budget == 1}):
         if name not in study_file.shipped():
             continue
         try:
@@ -208,12 +206,16 @@ def missing(records: list[SeedResult]) -> list[SeedResult]:
         found = {(r.index, r.seed) for r in mine}
         for run in plan.runs:
             if (run.row.index, run.seed) not in found:
-                out.append(SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
-                                     paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label,
-                                     seed=run.seed, paper=run.row.paper, status="pending",
-                                     fail_above=plan.fail_above, dataset=run.spec.data.dataset,
-                                     group=run.row.group, chance=chance_error(run.spec.data)))
+                out.append(_pending(plan, run))
     return out
+
+
+def _pending(plan: Plan, run) -> SeedResult:
+    """A planned run not begun, as its row's seed."""
+    return SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
+                      paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,
+                      paper=run.row.paper, status="pending", fail_above=plan.fail_above, budget=run.budget,
+                      dataset=run.spec.data.dataset, group=run.row.group, chance=chance_error(run.spec.data))
 
 
 def aggregate(records: list[SeedResult]) -> list[StudyTable]:

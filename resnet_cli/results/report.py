@@ -34,7 +34,7 @@ from ..sweep import family as family_mod
 from ..sweep import plan as plan_mod
 from ..sweep import study_file
 from ..sweep.family import Family
-from ..sweep.plan import Plan
+from ..sweep.plan import Plan, PlannedRun
 from . import study
 from .records import RowStats, SeedResult, StudyTable
 from .study import StudyResult
@@ -170,7 +170,7 @@ def planned(plan: Plan, running: set[str] = frozenset(), errors: dict[str, str] 
     return [planned_run(plan, run, run.key in running, (errors or {}).get(run.key)) for run in plan.runs]
 
 
-def planned_run(plan: Plan, run, running: bool = False, error: str | None = None) -> SeedResult:
+def planned_run(plan: Plan, run: PlannedRun, running: bool = False, error: str | None = None) -> SeedResult:
     """One planned run as its row's seed: read from its directory, labelled as the plan has it."""
     rec = seed_result(run.path, plan.metric)
     if rec is None or rec.study == "runs":  # nothing of this plan's there yet
@@ -210,7 +210,7 @@ def missing(records: list[SeedResult]) -> list[SeedResult]:
     return out
 
 
-def _pending(plan: Plan, run) -> SeedResult:
+def _pending(plan: Plan, run: PlannedRun) -> SeedResult:
     """A planned run not begun, as its row's seed."""
     return SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
                       paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,

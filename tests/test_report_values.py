@@ -6,6 +6,7 @@ from pathlib import Path
 
 from resnet_cli.results import report
 from resnet_cli.results.records import SeedResult
+from resnet_cli.sweep import plan as plan_mod
 
 
 def seed(study, index, label, s, preset="quick", budget=1, status="completed", **more):
@@ -74,6 +75,5 @@ def test_a_study_that_cannot_be_completed_does_not_stop_the_next_from_being():
             seed("shortcut", 1, "original (identity)", 0)]
     gone = report.missing(have)
     assert len(gone) == 11 * 12 - 1 and {(r.study, r.preset) for r in gone} == {("shortcut", "quick")}
-    every_row = [seed("shortcut", i, row, 0) for i, row in enumerate(
-        ["original (identity)"] + [r.row for r in gone if r.seed == 1][1:], start=1)]
+    every_row = [seed("shortcut", row.index, row.label, 0) for row in plan_mod.plan("shortcut", "quick").rows]
     assert len(report.missing(every_row)) == 11 * 11  # each row has its seed 0

@@ -58,8 +58,14 @@ MODULES: dict[str, tuple[str, ...]] = {
     "analysis/gradnorm/signal.py": ("tests/test_signal.py",),
 }
 # Tests that change the working directory or start workers cannot find mutmut's settings from there.
+# Left out by their whole names: a word such as "shipped" also dropped every later test whose
+# name held it (two of report.py's value tests never ran under mutmut until renamed).
+LEFT_OUT = ("test_the_recorded_family_decides_after_the_study_file_changes",
+            "test_a_claim_to_a_missing_label_is_one_line_exit_2_and_nothing_written",
+            "test_shipped_quick_presets_plan_the_seeds_their_families_need",
+            "test_every_shipped_claim_names_rows_of_its_study")
 PYTEST_ARGS = ["-m", "not slow", "-x", "-q", "-p", "no:random_order", "-k",
-               "not recorded_family and not missing_label and not shipped"]
+               " and ".join(f"not {name}" for name in LEFT_OUT)]
 STATUS = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
 # mutmut stops a mutant after (its tests' own time + this) x 15 x 2 CPU-seconds. Its estimate leaves
 # out the session fixtures that train a net, which the first test to use them pays for in a mutant's

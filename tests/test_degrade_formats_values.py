@@ -46,16 +46,19 @@ RES_56 = summary("residual", 56, 10, list(range(10)), {"train_acc": RESOLVED}, p
 # the family has 4 claims; one claim's nets are not in this grid
 CLAIMS = {"event": "claims", "family": {"size": 4}, "power": "10 seeds resolve a 1-sd gap with 80% power",
           "claims": [
-              {"better": "residual-56", "worse": "plain-20", "source": "He 2016a Fig. 6: plain nets degrade",
+              {"better": "residual-56", "worse": "plain-20", "metric": "train_error",
+               "source": "He 2016a Fig. 6: plain nets degrade",
                "shift": 40.0, "interval": [30.0, 50.0], "coverage": 0.978515625, "n": 10, "p_holm": 0.004,
                "verdict": "in order"},
-              {"better": "residual-20", "worse": "plain-20", "source": "He 2016a Table 6", "shift": -3.0,
+              {"better": "residual-20", "worse": "plain-20", "metric": "test_error", "source": "He 2016a Table 6",
+               "shift": -3.0,
                "interval": None, "n": 3, "p_holm": 0.03, "verdict": "reversed"},
-              {"better": "plain-20", "worse": "plain-56", "source": "He 2016a Fig. 6", "shift": None, "interval": None,
+              {"better": "plain-20", "worse": "plain-56", "metric": "train_error", "source": "He 2016a Fig. 6",
+               "shift": None, "interval": None,
                "n": 0, "p_holm": None, "verdict": "unresolved"}]}
-HEAD = ("Paired by seed (sign-flip test; training accuracy is He 2016a's claim, Holm over the grid's claims; test "
-        "accuracy exploratory, raw p only; the mean difference, and the Hodges-Lehmann interval with the coverage "
-        "it has)")
+HEAD = ("Paired by seed (sign-flip test; at every depth but the shallowest both pairs are He 2016a's claims, Holm "
+        "over the grid's claims; the shallowest twins, 'comparably accurate' in He 2016a, are exploratory, raw p "
+        "only; the mean difference, and the Hodges-Lehmann interval with the coverage it has)")
 
 
 def test_the_grid_table_shows_each_nets_median_range_and_interval():
@@ -102,11 +105,11 @@ def test_the_articles_findings_sit_beside_ours():
 
 def test_the_claims_table_marks_a_reversal_and_adds_the_training_time():
     assert DF.claims_table([CLAIMS], train_wall_s=3725) == (
-        "\n| He 2016a's claim (training error %) | source | difference (worse minus better) | n | Holm p | verdict |\n"
-        "|---|---|---|---|---|---|\n"
-        "| residual-56 < plain-20 | He 2016a Fig. 6 | +40.00 [+30.00, +50.00] 97.8% | 10 | 0.004 | in order |\n"
-        "| residual-20 < plain-20 | He 2016a Table 6 | -3.00 | 3 | 0.03 | **reversed** |\n"
-        "| plain-20 < plain-56 | He 2016a Fig. 6 | - | 0 | - | unresolved |\n"
+        "\n| He 2016a's claim | error % | source | difference (worse minus better) | n | Holm p | verdict |\n"
+        "|---|---|---|---|---|---|---|\n"
+        "| residual-56 < plain-20 | training | He 2016a Fig. 6 | +40.00 [+30.00, +50.00] 97.8% | 10 | 0.004 | in order |\n"
+        "| residual-20 < plain-20 | test | He 2016a Table 6 | -3.00 | 3 | 0.03 | **reversed** |\n"
+        "| plain-20 < plain-56 | training | He 2016a Fig. 6 | - | 0 | - | unresolved |\n"
         "\n10 seeds resolve a 1-sd gap with 80% power.\n"
         "\nTraining time, every run's own wall time summed: 1 h 2 min.\n")
     assert DF.claims_table([{**CLAIMS, "claims": []}]) == ""  # an output from before the claims
@@ -144,7 +147,7 @@ def test_the_latex_table_marks_the_worse_net_and_its_caption_names_each_verdict(
     body = text.split("\\midrule\n")[1].split("\\bottomrule")[0]
     assert body == ("plain$^{\\dag}$ & 20 & 3 & 5.00 (4.00--6.00) & 10.00 (9.00--11.00) & 1.50 \\\\\n"
                     "residual & 56 & 10 & 2.00 (1.50--2.50) & -- & -- \\\\\n")  # no test error: no range
-    assert ("He 2016a's claims (4) are tested on training error paired by seed, by the exact sign-flip test with "
+    assert ("He 2016a's claims (4) are tested on training and test error paired by seed, by the exact sign-flip test with "
             "Holm's adjustment over them. $^{\\dag}$: the worse net of a claim resolved in the paper's order: "
             "residual-56 $<$ plain-20. Resolved the other way: residual-20 $>$ plain-20.}") in text
     none = DF.latex([PLAIN_20])
@@ -173,7 +176,7 @@ def test_the_latex_table_whole():
         "\\bottomrule\n\\end{tabular}\n"
         "\\caption{Plain and residual twins (He et al., 2016a): the median over seeds of the last epoch's errors, "
         "min--max in brackets, and the first convolution's gradient norm at step 1. He 2016a's claims (4) are "
-        "tested on training error paired by seed, by the exact sign-flip test with Holm's adjustment over them. "
+        "tested on training and test error paired by seed, by the exact sign-flip test with Holm's adjustment over them. "
         "$^{\\dag}$: the worse net of a claim resolved in the paper's order: residual-56 $<$ plain-20; residual-56 "
         "$<$ plain-20.}\n\\label{tab:degrade}\n\\end{table}\n")
     two_reversed = {**CLAIMS, "claims": CLAIMS["claims"][1:2] * 2}
@@ -202,7 +205,7 @@ def test_every_pairs_csv_field_by_hand():
     got = list(csv.DictReader(io.StringIO(DF.pairs_csv([RES_20, CLAIMS]))))
     claim, exploratory = got[0], got[3]
     assert {k: claim[k] for k in ("study", "kind", "metric", "n", "coverage", "verdict")} == {
-        "study": "degrade", "kind": "claim", "metric": "", "n": "10", "coverage": "0.978515625", "verdict": "in order"}
+        "study": "degrade", "kind": "claim", "metric": "train_error", "n": "10", "coverage": "0.978515625", "verdict": "in order"}
     assert {k: exploratory[k] for k in ("study", "n", "coverage", "p_exact", "difference_hi", "source")} == {
         "study": "degrade", "n": "3", "coverage": "", "p_exact": "true", "difference_hi": "", "source": ""}
     ranged = {**RES_20, "paired": {"test_acc": {**EXPLORATORY, "interval": [-0.02, 0.005], "coverage": 0.75}}}

@@ -8,17 +8,27 @@ import pytest
 from resnet_cli.results import degrade as D
 
 
-def test_the_grids_claims_are_he2016a_sec_4_1_at_each_depth_and_between_neighbours():
+def test_the_grids_claims_are_he2016a_sec_4_1_every_pair_along_depth_and_the_deeper_twins():
+    """By hand from He 2016a sec. 4.1 for depths 20, 32, 56 (each depth pair shallower-deeper: (20, 32),
+    (20, 56), (32, 56)): training error, each deeper plain net above each shallower one, each deeper
+    residual net below its plain twin and below each shallower residual net; test error, the deeper
+    plain nets above the shallower and the deeper residual nets below their twins. The 20-layer twins
+    ("comparably accurate") are listed, not claimed."""
     family = D.he2016a_claims([56, 20, 32, 20])
     assert family.declared
+    tr, te = "train_error", "test_error"
     assert [(m.better, m.worse, m.metric) for m in family.members] == [
-        ("residual-20", "plain-20", "train_error"), ("residual-32", "plain-32", "train_error"),
-        ("residual-56", "plain-56", "train_error"),
-        ("plain-20", "plain-32", "train_error"), ("plain-32", "plain-56", "train_error"),  # deeper plain: worse
-        ("residual-32", "residual-20", "train_error"), ("residual-56", "residual-32", "train_error")]  # deeper: better
-    assert [m.source for m in family.members] == [D.RESIDUAL_BELOW_PLAIN] * 3 + [D.DEEP_PLAIN_WORSE] * 2 + [
-        D.DEEP_RESIDUAL_BETTER] * 2
+        ("plain-20", "plain-32", tr), ("plain-20", "plain-56", tr), ("plain-32", "plain-56", tr),
+        ("residual-32", "plain-32", tr), ("residual-56", "plain-56", tr),
+        ("residual-32", "residual-20", tr), ("residual-56", "residual-20", tr), ("residual-56", "residual-32", tr),
+        ("plain-20", "plain-32", te), ("plain-20", "plain-56", te), ("plain-32", "plain-56", te),
+        ("residual-32", "plain-32", te), ("residual-56", "plain-56", te)]
+    assert [m.source for m in family.members] == (
+        [D.DEEP_PLAIN_WORSE] * 3 + [D.RESIDUAL_BELOW_PLAIN] * 2 + [D.DEEP_RESIDUAL_BETTER] * 3
+        + [D.DEEP_PLAIN_WORSE_TEST] * 3 + [D.RESIDUAL_BELOW_PLAIN_TEST] * 2)
     assert "Fig. 4" in D.DEEP_RESIDUAL_BETTER and "degradation" in D.DEEP_PLAIN_WORSE
+    assert [n.rows for n in family.listed] == [("residual-20", "plain-20")] * 2
+    assert "comparably accurate" in family.listed[0].says and "converges faster" in family.listed[1].says
 
 
 def run(net, depth, seed, acc, test_acc=None, status="completed", **more):
@@ -75,30 +85,35 @@ def test_the_training_error_band_is_pointwise_over_the_iterations_all_runs_share
 
 def test_a_residual_rows_pairs_carry_their_claims_verdict_or_are_exploratory():
     """Two depths, 6 seeds, every claim's differences of one sign at every seed (with some spread):
-    each raw sign-flip p is 2/64 (two-sided), under 5%, but Holm over the grid's 4 claims (residual
-    below plain at 8 and 20, plain-20 above plain-8, residual-20 below residual-8) makes each 4 x 2/64
-    = 0.125: unresolved, with the seeds that would resolve it. Test accuracy is exploratory: its raw
+    each raw sign-flip p is 2/64 (two-sided), under 5%, but Holm over the grid's 5 claims (training
+    error: plain-8 below plain-20, residual-20 below plain-20, residual-20 below residual-8; test
+    error: plain-8 below plain-20, residual-20 below plain-20) makes each 5 x 2/64 = 0.156:
+    unresolved, with the seeds that would resolve it. The 8-layer twins' pairs are exploratory: raw
     p alone, never called resolved. The objects say what they are (`summary`, `claims`)."""
     acc = {("plain", 8): (0.5, 1), ("plain", 20): (0.4, 2), ("residual", 8): (0.6, 3), ("residual", 20): (0.7, 5)}
     records = [run(net, depth, s, base + k * s / 1000, test_acc=0.3 if net == "residual" else None)
                for (net, depth), (base, k) in acc.items() for s in range(6)]
     decided = D.claims(records)
-    assert decided["event"] == "claims" and decided["family"]["size"] == 4
-    by_pair = {(c["better"], c["worse"]): c for c in decided["claims"]}
-    assert set(by_pair) == {("residual-8", "plain-8"), ("residual-20", "plain-20"), ("plain-8", "plain-20"),
-                            ("residual-20", "residual-8")}
+    assert decided["event"] == "claims" and decided["family"]["size"] == 5
+    by_pair = {(c["better"], c["worse"], c["metric"]): c for c in decided["claims"]}
+    assert set(by_pair) == {("plain-8", "plain-20", "train_error"), ("residual-20", "plain-20", "train_error"),
+                            ("residual-20", "residual-8", "train_error"), ("plain-8", "plain-20", "test_error"),
+                            ("residual-20", "plain-20", "test_error")}
     for c in by_pair.values():
-        assert (c["p"], c["p_holm"], c["verdict"]) == (pytest.approx(2 / 64), pytest.approx(0.125), "unresolved")
-        assert c["seeds_needed"] is not None
+        assert (c["p"], c["p_holm"], c["verdict"]) == (pytest.approx(2 / 64), pytest.approx(5 * 2 / 64), "unresolved")
+    # The residual nets' test accuracy (0.3) is below plain-20's (0.4): that claim runs the other way.
+    assert by_pair[("residual-20", "plain-20", "test_error")]["mean"] < 0
+    assert by_pair[("residual-20", "plain-20", "test_error")]["seeds_needed"] is None
+    assert by_pair[("residual-20", "plain-20", "train_error")]["seeds_needed"] is not None
     summaries = D.summarise(records, {})
     assert {r["event"] for r in summaries} == {"summary"} and {r["study"] for r in summaries} == {"degrade"}
-    for row in summaries[1::2]:  # the residual rows
-        train, test = row["paired"]["train_acc"], row["paired"]["test_acc"]
-        claim = by_pair[(f"residual-{row['depth']}", f"plain-{row['depth']}")]
-        assert (train["p"], train["p_holm"], train["resolved"], train["verdict"]) == (
-            pytest.approx(2 / 64), pytest.approx(0.125), False, "unresolved")
-        assert train["seeds_needed"] == claim["seeds_needed"]
-        assert (test["p"], test["p_holm"], test["resolved"], test["verdict"], test["seeds_needed"]) == (
+    shallow, deep = summaries[1], summaries[3]  # the residual rows, 8 then 20
+    for metric, error in (("train_acc", "train_error"), ("test_acc", "test_error")):
+        pair, claim = deep["paired"][metric], by_pair[("residual-20", "plain-20", error)]
+        assert (pair["p"], pair["p_holm"], pair["resolved"], pair["verdict"], pair["seeds_needed"]) == (
+            pytest.approx(2 / 64), pytest.approx(5 * 2 / 64), False, "unresolved", claim["seeds_needed"])
+        low = shallow["paired"][metric]
+        assert (low["p"], low["p_holm"], low["resolved"], low["verdict"], low["seeds_needed"]) == (
             pytest.approx(2 / 64), None, False, "exploratory", None)
 
 

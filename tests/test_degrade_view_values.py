@@ -53,17 +53,17 @@ def test_the_grid_table_puts_n_and_divergence_under_the_net_and_names_its_source
 
 
 CLAIMS = {"family": {"size": 4}, "power": "10 seeds resolve a 1-sd gap with 80% power",
-          "claims": [{"better": "residual-56", "worse": "plain-56", "shift": 40.0, "interval": [30.0, 50.0],
+          "claims": [{"better": "residual-56", "worse": "plain-56", "metric": "test_error", "shift": 40.0, "interval": [30.0, 50.0],
                       "coverage": 0.978515625, "n": 10, "p_holm": 0.004, "verdict": "in order"},
-                     {"better": "plain-20", "worse": "plain-56", "shift": None, "interval": None, "n": 0,
+                     {"better": "plain-20", "worse": "plain-56", "metric": "train_error", "shift": None, "interval": None, "n": 0,
                       "p_holm": None, "verdict": "unresolved"}]}
 
 
 def test_the_claims_table_gives_each_claims_difference_and_verdict():
     t = DV.claims_table(CLAIMS)
-    assert t.title == "He 2016a's claims, training error % (Holm over 4)"
-    assert [cells(t, i) for i in range(5)] == [
-        ["residual-56 < plain-56", "plain-20 < plain-56"], ["+40.00 [+30.00, +50.00] 97.8%", "-"], ["10", "0"],
+    assert t.title == "He 2016a's claims, error % (Holm over 4)"
+    assert [cells(t, i) for i in range(6)] == [
+        ["residual-56 < plain-56", "plain-20 < plain-56"], ["test", "train"], ["+40.00 [+30.00, +50.00] 97.8%", "-"], ["10", "0"],
         ["0.004", "-"], ["[green]in order[/]", "[yellow]unresolved[/]"]]
     assert t.caption.endswith("coverage; 10 seeds resolve a 1-sd gap with 80% power")
     assert DV.claims_table(None) is None and DV.claims_table({**CLAIMS, "claims": []}) is None
@@ -116,7 +116,7 @@ def test_the_tables_headers_and_captions_read_whole():
                          "with the coverage it has (lo~hi NN%; none below 3 seeds); train = the last epoch's average; "
                          "accuracies as fractions; grad@1 = ||dE/dW|| of the first conv at step 1")
     c = DV.claims_table(CLAIMS)
-    assert headers(c) == ["claim", "difference", "n", "Holm p", "verdict"]
+    assert headers(c) == ["claim", "error", "difference", "n", "Holm p", "verdict"]
     assert c.caption == ("difference: worse minus better, Hodges-Lehmann with its exact interval and coverage; "
                          "10 seeds resolve a 1-sd gap with 80% power")
 

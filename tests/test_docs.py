@@ -209,9 +209,10 @@ def test_degrade_reading_from_the_paired_differences_by_hand():
         p["seeds_needed"] = power.seeds_needed(p["diffs"], 2)
     row = {"event": "summary", "net": "residual", "depth": 26, "paired": paired}
     text = R.degrade_pairs([row])
-    assert text.startswith("Paired by seed (sign-flip test; training accuracy is He 2016a's claim, Holm over the "
-                           "grid's claims; test accuracy exploratory, raw p only; the mean difference, and the "
-                           "Hodges-Lehmann interval with the coverage it has); 3 seeds cannot resolve a pair at 5%: ")
+    assert text.startswith("Paired by seed (sign-flip test; at every depth but the shallowest both pairs are He "
+                           "2016a's claims, Holm over the grid's claims; the shallowest twins, 'comparably accurate' "
+                           "in He 2016a, are exploratory, raw p only; the mean difference, and the Hodges-Lehmann "
+                           "interval with the coverage it has); 3 seeds cannot resolve a pair at 5%: ")
     assert "training accuracy: +31.7 points [+25.0, +40.0] 75% (p 0.25, Holm 0.5), not resolved at n = 3" in text
     assert "test accuracy: +2.3 points" in text and "(p 0.75, Holm 0.75), not resolved at n = 3" in text
     # Seeds for the test gap (mean 0.0233, sd 0.0751: 0.311 sd) at 0.05 / 2: the normal approximation
@@ -511,8 +512,11 @@ def test_degrade_claims_table_gives_each_claims_verdict_and_the_power_line():
              "verdict": "reversed"}
     rec = {"event": "claims", "claims": [claim], "power": "10 seeds can resolve 4 claims"}
     text = R.degrade_claims_table([{"event": "run"}, rec], train_wall_s=90.0)
-    assert ("| residual-26 < residual-8 | He 2016a sec. 4.1, Fig. 4 right | -1.50 [-2.25, -0.50] 97.8% | 10 | "
+    # An output from before the grid's test-error claims names no metric: its claims were all training error.
+    assert ("| residual-26 < residual-8 | training | He 2016a sec. 4.1, Fig. 4 right | -1.50 [-2.25, -0.50] 97.8% | 10 | "
             "0.0078 | **reversed** |") in text
+    tested = R.degrade_claims_table([{**rec, "claims": [{**claim, "metric": "test_error"}]}])
+    assert "| residual-26 < residual-8 | test | He 2016a" in tested
     assert "10 seeds can resolve 4 claims." in text and "summed: 90 s." in text
     assert R.degrade_claims_table([{"event": "summary"}]) == ""  # an output older than the claims: none
 

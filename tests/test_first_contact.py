@@ -140,18 +140,18 @@ def test_every_json_line_of_configs_parses_alone_and_says_what_it_is():
 
 def test_report_of_a_study_under_way_shows_the_rows_and_seeds_not_run_yet(in_tmp):
     # With 1 of 36 runs finished it showed one `completed` row, n 1/1, and a caption "ours: ?".
-    r = invoke("ablate", "projection", "--preset", "quick", "--only", "1:0", "--out", "res",
+    r = invoke("ablate", "projection", "--preset", "quick", "--only", "1:100", "--out", "res",
                "--set", "optim.epochs=1")
     assert r.exit_code == 0, r.stderr
     rep = invoke("report", "res", "--json")
     assert rep.exit_code == 0, rep.stderr
     rows = [json.loads(line) for line in rep.stdout.splitlines()][:-1]
-    # He 2016a Table 3's four rows, each over the quick preset's nine seeds (what its three claims need).
+    # He 2016a Table 3's four rows, each over the quick preset's ten seeds (what its five claims need).
     assert [(row["index"], row["status"], row["n"], row["runs"]) for row in rows] == [
-        (1, "incomplete 1/9", 1, 9), (2, "incomplete 0/9", 0, 9), (3, "incomplete 0/9", 0, 9),
-        (4, "incomplete 0/9", 0, 9)]
+        (1, "incomplete 1/10", 1, 10), (2, "incomplete 0/10", 0, 10), (3, "incomplete 0/10", 0, 10),
+        (4, "incomplete 0/10", 0, 10)]
     assert {row["dataset"] for row in rows} == {"digits"}  # the caption's "ours: digits test error %"
-    assert "35 planned run(s) of the study have no run directory below res" in rep.stderr
+    assert "39 planned run(s) of the study have no run directory below res" in rep.stderr
 
 
 def test_the_landscape_table_defines_its_columns_in_its_caption():

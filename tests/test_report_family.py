@@ -16,10 +16,11 @@ ONE = {"better": "original (identity)", "worse": "constant scaling 0 / 1 (plain)
        "source": "He 2016b Table 1"}
 
 
-def claims(folder: Path, members: list[dict], study="shortcut", preset="quick", source="shortcut") -> Path:
+def claims(folder: Path, members: list[dict], study="shortcut", preset="quick", source="shortcut",
+           sha256="f00d") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     record = {"study": study, "preset": preset, "declared": True, "size": len(members), "effect": 1.5,
-              "file_sha256": "f00d", "claims": members, **({"source": source} if source else {})}
+              "file_sha256": sha256, "claims": members, **({"source": source} if source else {})}
     (folder / "claims.json").write_text(json.dumps(record))
     return folder / "claims.json"
 
@@ -42,14 +43,24 @@ def test_claims_recorded_beside_the_runs_decide(tmp_path):
     fam = report.family_of(table(tmp_path / "res" / "01-a-s0"))
     assert (fam.declared, fam.recorded, fam.effect, fam.file_sha256, fam.size) == (True, True, 1.5, "f00d", 1)
     assert [m.key() for m in fam.members] == [(ONE["better"], ONE["worse"], "test_error")]
-    assert fam.note == (f"the study file's claims (13) differ from those recorded in {tmp_path / 'res' / 'claims.json'} "
+    assert fam.note == (f"the study file's claims (15) differ from those recorded in {tmp_path / 'res' / 'claims.json'} "
                         "when these runs started (1): the recorded family decides")
 
 
 def test_recorded_claims_that_match_the_study_file_decide_without_a_note(tmp_path):
-    claims(tmp_path / "res", now_members())
+    sha = plan_mod.plan("shortcut", "quick").family.file_sha256
+    claims(tmp_path / "res", now_members(), sha256=sha)
     fam = report.family_of(table(tmp_path / "res" / "01-a-s0"))
-    assert (fam.recorded, fam.note, fam.size, fam.effect) == (True, None, 13, 1.5)
+    assert (fam.recorded, fam.note, fam.size, fam.effect) == (True, None, 15, 1.5)
+
+
+def test_the_same_claims_from_a_changed_study_file_decide_and_say_the_file_changed(tmp_path):
+    sha = plan_mod.plan("shortcut", "quick").family.file_sha256
+    claims(tmp_path / "res", now_members())  # recorded as f00d
+    fam = report.family_of(table(tmp_path / "res" / "01-a-s0"))
+    assert (fam.recorded, fam.size) == (True, 15)
+    assert fam.note == (f"the study file changed after {tmp_path / 'res' / 'claims.json'} was recorded (sha256 f00d "
+                        f"then, {sha[:12]} now); its claims are the same")
 
 
 def test_recorded_claims_with_no_study_file_to_compare_decide_without_a_note(tmp_path):
@@ -67,9 +78,9 @@ def test_claims_are_looked_for_three_folders_up_and_never_above_the_root_given(t
     assert report.family_of(table(run)).size == 1  # res is the run's third folder up
     assert report.family_of(table(run), root=tmp_path / "res").size == 1
     above = report.family_of(table(run), root=tmp_path / "res" / "sub")  # res is above the root
-    assert (above.recorded, above.size) == (False, 13)
+    assert (above.recorded, above.size) == (False, 15)
     [res] = report.results(table(run).rows[0].runs, root=tmp_path / "res" / "sub")
-    assert len(res.comparison["claims"]) == 13
+    assert len(res.comparison["claims"]) == 15
     claims(tmp_path / "res" / "sub" / "deep", [ONE, {**ONE, "worse": "exclusive gating"}])  # nearest wins
     assert report.family_of(table(run), root=tmp_path / "res" / "sub").size == 2
     [res] = report.results(table(run).rows[0].runs, root=tmp_path / "res" / "sub" / "deep")
@@ -94,7 +105,7 @@ def test_claims_one_folder_too_far_up_or_of_another_study_are_not_the_runs(tmp_p
 
 def test_with_no_claims_recorded_the_study_files_claims_decide_and_say_so(tmp_path):
     fam = report.family_of(table(tmp_path / "01-a-s0"))
-    assert (fam.recorded, fam.size, fam.declared) == (False, 13, True)
+    assert (fam.recorded, fam.size, fam.declared) == (False, 15, True)
     assert fam.note == ("no claims were recorded with these runs (claims.json): the study file's claims as they "
                         "are now decide")
     paper = report.family_of(table(tmp_path / "01-a-s0", preset="paper"))

@@ -220,7 +220,7 @@ def test_planned_runs_read_what_is_on_disk_and_say_what_is_not(tmp_path):
           study={**done.record(plan), "row": "an older label", "index": 9, "paper_metric": "older", "group": "x"})
     write(moved.path, spec=net(), summary=DONE)  # a plain run where the plan puts one: not the plan's
     recs = report.planned(plan, running={done.key, going.key}, errors={failed.key: "no GPU"})
-    assert len(recs) == len(plan.runs) == 120
+    assert len(recs) == len(plan.runs) == 10 * 11
     first = recs[0]  # labelled as the plan has it now, its figures from disk, finished whatever the sweep says
     assert (first.study, first.title, first.preset, first.index, first.row, first.paper, first.group) == (
         "activation", plan.title, "quick", 1, "(a) original, 110", 6.61, "ResNet-110")
@@ -228,17 +228,17 @@ def test_planned_runs_read_what_is_on_disk_and_say_what_is_not(tmp_path):
     assert (first.status, first.test_error, first.fail_above, first.budget, first.dataset) == (
         "completed", 4.5, None, 1, "digits")
     assert (recs[1].status, recs[1].seed, recs[1].path, recs[1].paper_metric) == (
-        "running", 1, going.path, plan.paper_metric)
+        "running", 101, going.path, plan.paper_metric)
     assert (recs[2].status, recs[2].message) == ("error", "no GPU")
     pending = recs[3]
     assert (pending.status, pending.study, pending.title, pending.preset, pending.paper_metric) == (
         "pending", "activation", plan.title, "quick", plan.paper_metric)
     assert (pending.index, pending.row, pending.seed, pending.paper, pending.group, pending.path) == (
-        1, "(a) original, 110", 3, 6.61, "ResNet-110", moved.path)
+        1, "(a) original, 110", 103, 6.61, "ResNet-110", moved.path)
     assert (pending.test_error, pending.dataset, pending.chance, pending.budget) == (None, "digits", 90.0, 1)
     assert {r.status for r in recs[4:]} == {"pending"}
     assert (recs[-1].index, recs[-1].row, recs[-1].seed, recs[-1].group) == (10, "(e) full pre-activation, 164",
-                                                                             11, "ResNet-164")
+                                                                             110, "ResNet-164")
 
 
 def test_a_planned_run_reports_the_plans_metric_and_takes_its_budget(tmp_path):

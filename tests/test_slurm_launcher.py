@@ -166,4 +166,4 @@ def test_what_submitit_is_handed_equals_the_cluster_file(in_tmp, monkeypatch):
         want["time"], want["cpus_per_run"], want["gpus_per_run"], want["mem"], want["partition"])
     assert p["array_parallelism"] == want["array_parallelism"] and p["signal_delay_s"] == want["signal_delay_s"]
     assert p["additional_parameters"] == {"constraint": "h100"}
-    assert len(seen["items"]) == len(plan.runs) == 4 * 9 and sub.job_id == "42"  # one task per run
+    assert len(seen["items"]) == len(plan.runs) == 4 * 10 and sub.job_id == "42"  # one task per run

@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from resnet_cli.results import power, verdicts
-from resnet_cli.sweep.family import Family, Member
+from resnet_cli.sweep.family import Family, Member, Note
 
 
 def row(label, index, errors, paper=None, group=None, fail=False):
@@ -86,10 +86,11 @@ def test_half_a_point_at_every_seed_is_resolved_by_its_sign_not_its_size():
 
 def test_the_family_record_and_one_groups_tau_at_the_top_level():
     family = Family(declared=True, members=(Member("A", "B", "test_error", "t"),), effect=1.5, file_sha256="abc",
-                    recorded=True, note="why")
+                    recorded=True, note="why", seeds=(0, 1), listed=(Note(("A", "C"), "says", "why not"),))
     got = verdicts.compare(claim_rows(2.0), family)
     assert got["family"] == {"declared": True, "size": 1, "effect": 1.5, "recorded": True, "file_sha256": "abc",
-                             "note": "why"}
+                             "note": "why", "seeds": [0, 1],
+                             "listed": [{"rows": ["A", "C"], "says": "says", "reason": "why not"}]}
     (order,) = got["orders"]
     assert {k: got[k] for k in ("kendall_tau", "p_value", "rows", "p_exact")} == {
         k: order[k] for k in ("kendall_tau", "p_value", "rows", "p_exact")}

@@ -21,7 +21,7 @@ from ..sweep import engine as sweep
 from ..plots import study_bars
 from ..sweep import plan as study_mod
 from ..sweep import study_file
-from ..results import formats, power, study, table as study_table
+from ..results import formats, power, registration, study, table as study_table
 from ..sweep import family as family_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
@@ -47,6 +47,9 @@ def ablate(
     seeds: Annotated[Optional[str], typer.Option("--seeds", help=f"Override the study's seeds. {SEEDS_HELP}")] = None,
     list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU "
                                                        "parallel) and exit.")] = False,
+    claims: Annotated[bool, typer.Option("--claims", help="Print the claims this preset will test (one Holm family), "
+                                                          "what the paper states but the rule leaves untested, and "
+                                                          "the power line; run nothing.")] = False,
     only: Annotated[Optional[str], typer.Option("--only", help="Run a single ROW:SEED (what --list prints).")] = None,
     threads: Annotated[Optional[str], typer.Option(
         "--threads", parser=common.thread_count, metavar="auto|N", help="CPU threads per run (run.threads; default auto: the "
@@ -78,6 +81,9 @@ def ablate(
                         "records: use --json")
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
     writable.check_dir(plan.results)  # a file in the way: one line now, not a traceback per run later
+    if claims:
+        recs = registration.records(plan)
+        return output.render(recs, fmt, output.View(draw=lambda width: registration.render(recs, plan.title, width)))
     if budgets is not None:
         plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
     if list_:

@@ -106,24 +106,29 @@ def pairs_text(summaries: list[dict[str, Any]]) -> str:
                 out.append(f"{gap}{ti} ({test}), not resolved at n = {p['n']}{'; ' + more if more else ''}.")
     if not out:
         return ""
-    head = ("Paired by seed (sign-flip test; training accuracy is He 2016a's claim, Holm over the grid's claims; "
-            "test accuracy exploratory, raw p only; the mean difference, and the Hodges-Lehmann interval with "
-            "the coverage it has)")
+    head = ("Paired by seed (sign-flip test; at every depth but the shallowest both pairs are He 2016a's claims, "
+            "Holm over the grid's claims; the shallowest twins, 'comparably accurate' in He 2016a, are exploratory, "
+            "raw p only; the mean difference, and the Hodges-Lehmann interval with the coverage it has)")
     if not any(can):
         head += f"; {min(p['n'] for s in summaries for p in (s.get('paired') or {}).values())} seeds cannot resolve a pair at 5%"
     return head + ": " + " ".join(out) + "\n"
 
 
+# A claim's error; an output from before the grid's test-error claims has no `metric`: all were training error.
+_ERROR_WORDS = {"train_error": "training", "test_error": "test"}
+
+
 def claims_table(records: list[dict[str, Any]], train_wall_s: float | None = None) -> str:
     """He 2016a's claims about the grid, from the `claims` object of `resnet degrade --json`: each
-    claim's paired difference in training error with its interval, n, Holm p and verdict; then the
-    runs' own training time. Outputs older than the claims show none."""
+    claim's paired difference in its error (training or test) with its interval, n, Holm p and
+    verdict; then the runs' own training time. Outputs older than the claims show none."""
     claims = _claims(records)
     text = ""
     if claims and claims["claims"]:
         text = "\n" + md_table(
-            ["He 2016a's claim (training error %)", "source", "difference (worse minus better)", "n", "Holm p", "verdict"],
-            [(f"{c['better']} < {c['worse']}", c["source"].split(":")[0], verdicts.shift_str(c), c["n"],
+            ["He 2016a's claim", "error %", "source", "difference (worse minus better)", "n", "Holm p", "verdict"],
+            [(f"{c['better']} < {c['worse']}", _ERROR_WORDS[c.get("metric", "train_error")], c["source"].split(":")[0],
+              verdicts.shift_str(c), c["n"],
               DASH if c["p_holm"] is None else f"{c['p_holm']:.3g}",
               c["verdict"] if c["verdict"] != "reversed" else "**reversed**") for c in claims["claims"]])
         text += f"\n{claims['power']}.\n"
@@ -146,8 +151,9 @@ def rows_csv(records: Sequence[dict[str, Any]]) -> str:
 
 
 def pairs_csv(records: Sequence[dict[str, Any]]) -> str:
-    """One line per comparison: He 2016a's claims (training error %, kind `claim`), then each depth's
-    test-error pair (kind `exploratory`, raw p), both as worse minus better in error points."""
+    """One line per comparison: He 2016a's claims (training or test error %, kind `claim`), then each
+    residual-minus-plain pair that is no claim (the shallowest depth's: kind `exploratory`, raw p),
+    all as worse minus better in error points."""
     # residual minus plain in accuracy is plain minus residual in error: x 100 for points.
     pct = lambda x: None if x is None else 100.0 * x  # noqa: E731
     out = []
@@ -156,15 +162,16 @@ def pairs_csv(records: Sequence[dict[str, Any]]) -> str:
         out.append({"study": "degrade", "kind": "claim", **c, "difference": c["shift"], "difference_lo": lo,
                     "difference_hi": hi})
     for s in _summaries(records):
-        p = (s.get("paired") or {}).get("test_acc")
-        if not p:
-            continue
-        lo, hi = p["interval"] or (None, None)
-        out.append({"study": "degrade", "kind": "exploratory", "better": f"residual-{s['depth']}",
-                    "worse": f"plain-{s['depth']}", "metric": "test_error", "n": p["n"], "difference": pct(p["shift"]),
-                    "difference_lo": pct(lo), "difference_hi": pct(hi), "coverage": p["coverage"],
-                    "mean": pct(p["mean"]), "p": p["p"], "p_exact": p.get("p_exact"), "p_holm": None,
-                    "verdict": "exploratory"})
+        for metric, error in (("train_acc", "train_error"), ("test_acc", "test_error")):
+            p = (s.get("paired") or {}).get(metric)
+            if not p or p.get("p_holm") is not None:  # a claim: listed above
+                continue
+            lo, hi = p["interval"] or (None, None)
+            out.append({"study": "degrade", "kind": "exploratory", "better": f"residual-{s['depth']}",
+                        "worse": f"plain-{s['depth']}", "metric": error, "n": p["n"], "difference": pct(p["shift"]),
+                        "difference_lo": pct(lo), "difference_hi": pct(hi), "coverage": p["coverage"],
+                        "mean": pct(p["mean"]), "p": p["p"], "p_exact": p.get("p_exact"), "p_holm": None,
+                        "verdict": "exploratory"})
     return write_csv(PAIR_COLUMNS, out)
 
 
@@ -199,7 +206,7 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
     size = (claims.get("family") or {}).get("size", 0)
     caption = ("Plain and residual twins (He et al., 2016a): the median over seeds of the last epoch's errors, "
                "min--max in brackets, and the first convolution's gradient norm at step 1. He 2016a's claims "
-               f"({size}) are tested on training error paired by seed, by the exact sign-flip test with Holm's "
+               f"({size}) are tested on training and test error paired by seed, by the exact sign-flip test with Holm's "
                "adjustment over them.")
     if kept:
         caption += (r" $^{\dag}$: the worse net of a claim resolved in the paper's order: "

@@ -74,15 +74,15 @@ STYLE = {"in order": "green", "reversed": "red", "unresolved": "yellow"}
 
 
 def claims_table(claims: dict[str, Any] | None):
-    """He 2016a's claims about the grid and their verdicts, each by the sign-flip test of training
-    error % paired by seed, Holm over the claims (None: no claim had both rows)."""
+    """He 2016a's claims about the grid and their verdicts, each by the sign-flip test of its error %
+    (training or test) paired by seed, Holm over the claims (None: no claim had both rows)."""
     if not claims or not claims["claims"]:
         return None
-    rows = [(escape(f"{c['better']} < {c['worse']}"), verdicts.shift_str(c), str(c["n"]),
+    rows = [(escape(f"{c['better']} < {c['worse']}"), c["metric"].replace("_error", ""), verdicts.shift_str(c), str(c["n"]),
              "-" if c["p_holm"] is None else f"{c['p_holm']:.3g}", f"[{STYLE[c['verdict']]}]{c['verdict']}[/]")
             for c in claims["claims"]]
-    return output.table(f"He 2016a's claims, training error % (Holm over {claims['family']['size']})",
-                        ["claim", "difference", "n", "Holm p", "verdict"], rows,
+    return output.table(f"He 2016a's claims, error % (Holm over {claims['family']['size']})",
+                        ["claim", "error", "difference", "n", "Holm p", "verdict"], rows,
                         caption="difference: worse minus better, Hodges-Lehmann with its exact interval and "
                                 "coverage; " + claims["power"])
 
@@ -98,7 +98,7 @@ def render(grid, fmt, log, summary: str = "summary", pairs: bool = False, save: 
     findings(grid, log)
     c = grid.claims
     if fmt is not output.Format.TABLE and c and c["claims"]:
-        log.print(f"He 2016a's claims, training error paired by seed (Holm over {c['family']['size']}): "
+        log.print(f"He 2016a's claims, error paired by seed (Holm over {c['family']['size']}): "
                   f"{c['claims_in_order']} in the paper's order, {c['claims_unresolved']} unresolved, "
                   f"{c['claims_reversed']} reversed")
 

@@ -264,7 +264,8 @@ def _recorded(table: StudyTable, root: Path | None) -> tuple[Family, Path] | Non
 def family_of(table: StudyTable, root: Path | None = None) -> Family | None:
     """The claims a gathered study is decided by: the family recorded in its results directory when
     its runs started (claims.json); where the study file's claims now differ, the recorded ones
-    still decide, with a note saying so. With none recorded: for a study this version ships, its
+    still decide, with a note saying so (and so where the file alone changed, or seeds were added
+    after the recording: the claims are decided at the recorded seeds). With none recorded: for a study this version ships, its
     file's claims as they are now, with a note saying so; else none (every pair with a paper figure)."""
     if table.study == "runs":
         return None
@@ -272,9 +273,9 @@ def family_of(table: StudyTable, root: Path | None = None) -> Family | None:
     if found is not None:
         recorded, folder = found
         now = _claims_now(recorded.source, table.preset) if recorded.source else None
-        if now is not None and not recorded.same_claims(now):
-            return replace(recorded, note=family_mod.changed_note(folder, recorded, now))
-        return recorded
+        ran = {run.seed for row in table.rows for run in row.runs if run.seed is not None and run.status != "pending"}
+        note = family_mod.differences(folder, recorded, now, ran)
+        return replace(recorded, note=note) if note else recorded
     now = _claims_now(table.study, table.preset) if table.study in study_file.shipped() else None
     if now is not None and now.declared:
         return replace(now, note=f"no claims were recorded with these runs ({family_mod.FILE}): the study "

@@ -54,12 +54,19 @@ def paper_pairs(rows: Sequence[Mapping[str, Any]], metric: str = "test_error") -
     return out
 
 
-def _pair(member: Member, by_label: Mapping[str, Mapping[str, Any]], family: int) -> dict[str, Any]:
+def _pair(member: Member, by_label: Mapping[str, Mapping[str, Any]], family: int,
+          seeds: frozenset | None = None) -> dict[str, Any]:
+    """One pair, worse minus better paired by seed; `seeds`: only these (the family's recorded ones)."""
     key = "error" if member.metric in ERROR else member.metric
     a, b = by_label.get(member.better), by_label.get(member.worse)
-    got = evidence.paired((a or {}).get("values", {}).get(key, {}), (b or {}).get("values", {}).get(key, {}), family)
+
+    def values(row):
+        got = (row or {}).get("values", {}).get(key, {})
+        return got if seeds is None else {s: v for s, v in got.items() if s in seeds}
+
+    got = evidence.paired(values(a), values(b), family)
     return {"better": member.better, "worse": member.worse, "metric": member.metric, "source": member.source,
-            "better_index": (a or {}).get("index"), "worse_index": (b or {}).get("index"),
+            "hypothesis": member.hypothesis, "better_index": (a or {}).get("index"), "worse_index": (b or {}).get("index"),
             "group": (a or {}).get("group"), **got}
 
 
@@ -83,7 +90,9 @@ def compare(rows: Sequence[Mapping[str, Any]], family: Family) -> dict[str, Any]
     by_label = {r["row"]: r for r in rows}
     members = list(family.members) if family.declared else paper_pairs(rows)
     m = len(members)
-    claims = evidence.adjust([_pair(member, by_label, m) for member in members])
+    # Registered seeds decide (family.py): seeds added after the recording cannot move a verdict.
+    seeds = frozenset(family.seeds) if family.recorded and family.seeds is not None else None
+    claims = evidence.adjust([_pair(member, by_label, m, seeds) for member in members])
     for c in claims:
         c["verdict"] = ("in order" if c["resolved"] and c["mean"] > 0 else
                         "reversed" if c["resolved"] and c["mean"] < 0 else "unresolved")
@@ -101,7 +110,9 @@ def compare(rows: Sequence[Mapping[str, Any]], family: Family) -> dict[str, Any]
     one = orders[0] if len(orders) == 1 else None
     return {
         "family": {"declared": family.declared, "size": m, "effect": family.effect,
-                   "recorded": family.recorded, "file_sha256": family.file_sha256, "note": family.note},
+                   "recorded": family.recorded, "file_sha256": family.file_sha256, "note": family.note,
+                   "seeds": None if family.seeds is None else list(family.seeds),
+                   "listed": [{"rows": list(n.rows), "says": n.says, "reason": n.reason} for n in family.listed]},
         "claims_in_order": sum(c["verdict"] == "in order" for c in claims),
         "claims_unresolved": sum(c["verdict"] == "unresolved" for c in claims),
         "claims_reversed": sum(c["verdict"] == "reversed" for c in claims),

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,9 +35,18 @@ class Member:
     worse: str
     metric: str  # a summary.json field: test_error, val_error, train_loss, train_error
     source: str  # where the paper says it
+    hypothesis: bool = False  # the paper's claim carried to another net or recipe: the study's, not the paper's
 
     def key(self) -> tuple[str, str, str]:
         return (self.better, self.worse, self.metric)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A statement of the paper between rows of this preset that the rule lists but does not test."""
+    rows: tuple[str, ...]
+    says: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,10 @@ class Family:
     recorded: bool = False  # read back from a results directory (not the study file as it is now)
     source: str | None = field(default=None, compare=False)  # the study as `resnet ablate` takes it, where recorded
     note: str | None = field(default=None, compare=False)  # why this family and not another, where it matters
+    listed: tuple[Note, ...] = field(default=(), compare=False)  # stated, not tested (study_file.Listed)
+    # The seeds the family was registered for (None: not recorded, an older results directory): a
+    # decision is taken at these, so seeds added later cannot move it unnoticed.
+    seeds: tuple[int, ...] | None = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -56,9 +71,12 @@ class Family:
         return (self.declared, [m.key() for m in self.members]) == (other.declared, [m.key() for m in other.members])
 
     def record(self, study: str, preset: str, source: str) -> dict[str, Any]:
+        seeds = None if self.seeds is None else list(self.seeds)
         return {"study": study, "preset": preset, "source": source, "declared": self.declared,
                 "size": self.size, "effect": self.effect, "file_sha256": self.file_sha256,
-                "claims": [asdict(m) for m in self.members]}
+                "seeds": seeds, "n": None if seeds is None else len(seeds),
+                "claims": [asdict(m) for m in self.members],
+                "listed": [{"rows": list(n.rows), "says": n.says, "reason": n.reason} for n in self.listed]}
 
 
 def file_sha256(path: Path) -> str:
@@ -66,12 +84,21 @@ def file_sha256(path: Path) -> str:
 
 
 def declared(study: StudyFile, all_labels: list[str], labels: list[str], shown: str,
-             sha256: str | None = None) -> Family:
+             sha256: str | None = None, seeds: list[int] | None = None) -> Family:
     """The family of one preset: `all_labels` are every row the study file has (in any preset or
     grid value), `labels` the rows this plan has. A claim naming a row the file does not have, or
-    the error the study does not report, is one line."""
+    the error the study does not report, is one line. A claim (or listed statement) joins a
+    preset's family only where the preset has every row it names."""
+    listed = []
+    for i, item in enumerate(study.listed, start=1):
+        for label in item.rows:
+            if label not in all_labels:
+                raise UserError(f"{shown}: listed {i} ({item.says}): no row '{label}'; rows: " + "; ".join(all_labels))
+        if all(label in labels for label in item.rows):
+            listed.append(Note(tuple(item.rows), item.says, item.reason))
+    seeds_t = None if seeds is None else tuple(seeds)
     if study.claims is None:
-        return Family(declared=False, effect=study.effect, file_sha256=sha256)
+        return Family(declared=False, effect=study.effect, file_sha256=sha256, listed=tuple(listed), seeds=seeds_t)
     members: list[Member] = []
     seen: set[tuple[str, str, str]] = set()
     for i, claim in enumerate(study.claims, start=1):
@@ -86,21 +113,26 @@ def declared(study: StudyFile, all_labels: list[str], labels: list[str], shown: 
                     raise UserError(f"{where}: no row '{label}'; rows: " + "; ".join(all_labels))
             if better == worse:
                 raise UserError(f"{where}: '{better}' is compared with itself")
-            member = Member(better, worse, metric, claim.source)
+            member = Member(better, worse, metric, claim.source, claim.hypothesis)
             if member.key() in seen:
                 raise UserError(f"{where}: '{better}' below '{worse}' in {metric} is declared twice")
             seen.add(member.key())
             if better in labels and worse in labels:
                 members.append(member)
-    return Family(declared=True, members=tuple(members), effect=study.effect, file_sha256=sha256)
+    return Family(declared=True, members=tuple(members), effect=study.effect, file_sha256=sha256,
+                  listed=tuple(listed), seeds=seeds_t)
 
 
 def _from_record(record: dict[str, Any]) -> Family:
+    seeds = record.get("seeds")  # absent in a directory recorded before seeds were
     return Family(declared=bool(record.get("declared")),
-                  members=tuple(Member(**{k: m[k] for k in ("better", "worse", "metric", "source")})
+                  members=tuple(Member(**{k: m[k] for k in ("better", "worse", "metric", "source")},
+                                       hypothesis=bool(m.get("hypothesis", False)))
                                 for m in record.get("claims") or ()),
                   effect=float(record.get("effect") or 2.0), file_sha256=record.get("file_sha256"), recorded=True,
-                  source=record.get("source"))
+                  source=record.get("source"),
+                  listed=tuple(Note(tuple(n["rows"]), n["says"], n["reason"]) for n in record.get("listed") or ()),
+                  seeds=None if seeds is None else tuple(int(s) for s in seeds))
 
 
 def read(results: Path, study: str, preset: str) -> Family | None:
@@ -121,22 +153,62 @@ def read(results: Path, study: str, preset: str) -> Family | None:
 
 def record_once(results: Path, family: Family, study: str, preset: str, source: str) -> Family:
     """Write the family into `results` before its first run; where one is recorded already, that one
-    stands (returned, with a note where the study file's claims now differ)."""
+    stands (returned, with a note where the study file, its claims or the seeds now differ).
+
+    Safe under any number of concurrent starts (`--list | parallel`): each process writes its own
+    temporary file and links it into place, which fails for all but the first; the others read the
+    file the first one wrote, whole (a link is atomic)."""
     old = read(results, study, preset)
-    if old is not None:
-        if not old.same_claims(family):
-            return replace(old, note=changed_note(results, old, family))
-        return old
-    path = Path(results) / FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():  # another study's family, or a damaged file: never overwritten
-        raise UserError(f"{path}: holds no claims of {study} (preset {preset}); give this study its own --out")
-    tmp = path.with_name(f".{FILE}.tmp")
-    tmp.write_text(json.dumps(family.record(study, preset, source), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return replace(family, recorded=True)
+    if old is None:
+        path = Path(results) / FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():  # another study's family, or a damaged file: never overwritten
+            raise UserError(f"{path}: holds no claims of {study} (preset {preset}); give this study its own --out")
+        fd, tmp = tempfile.mkstemp(prefix=f".{FILE}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(family.record(study, preset, source), indent=2) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, path)  # exclusive: FileExistsError where another process was first
+        except FileExistsError:
+            old = read(results, study, preset)
+            if old is None:
+                raise UserError(f"{path}: holds no claims of {study} (preset {preset}); "
+                                "give this study its own --out") from None
+        finally:
+            os.unlink(tmp)
+        if old is None:
+            return replace(family, recorded=True)
+    note = differences(results, old, family, family.seeds)
+    return replace(old, note=note) if note else old
 
 
 def changed_note(results: Path, recorded: Family, now: Family) -> str:
     return (f"the study file's claims ({now.size}) differ from those recorded in {Path(results) / FILE} when "
             f"these runs started ({recorded.size}): the recorded family decides")
+
+
+def differences(results: Path, recorded: Family, now: Family | None, seeds: Iterable[int] | None) -> str | None:
+    """One line on what changed since the family was recorded, or None: the study file's claims
+    (the recorded ones decide), the file alone (same claims, another sha256), seeds beyond the
+    recorded ones (the claims are decided at the recorded seeds)."""
+    parts = []
+    if now is not None and not recorded.same_claims(now):
+        parts.append(changed_note(results, recorded, now))
+    elif (now is not None and recorded.file_sha256 and now.file_sha256
+          and recorded.file_sha256 != now.file_sha256):
+        parts.append(f"the study file changed after {Path(results) / FILE} was recorded (sha256 "
+                     f"{recorded.file_sha256[:12]} then, {now.file_sha256[:12]} now); its claims are the same")
+    if recorded.seeds is not None and seeds is not None:
+        added = sorted(set(seeds) - set(recorded.seeds))
+        if added:
+            parts.append(f"seeds {', '.join(map(str, added))} were added after the claims were recorded at "
+                         f"n = {len(recorded.seeds)}: the claims are decided at the recorded seeds "
+                         f"({_seed_range(recorded.seeds)})")
+    return "; ".join(parts) or None
+
+
+def _seed_range(seeds: Iterable[int]) -> str:
+    s = sorted(seeds)
+    return f"{s[0]}..{s[-1]}" if s == list(range(s[0], s[-1] + 1)) and len(s) > 2 else ", ".join(map(str, s))

@@ -195,10 +195,10 @@ def resolve(study: StudyFile, path: Path, study_name: str, source: str, *, prese
         planned.append(PlannedRow(index=i, label=row.label, paper=row.paper, spec=spec, group=row.group,
                                   cells=cells, run_dir=run_dir))
 
+    run_seeds = list(seeds) if seeds else list(chosen.seeds or study.seeds)
     all_labels = [row.label for row, _, _ in rows_of(study, shown)]  # every preset's and grid value's
     family = family_mod.declared(study, all_labels, [r.label for r in planned], shown,
-                                 family_mod.file_sha256(path) if path.is_file() else None)
-    run_seeds = list(seeds) if seeds else list(chosen.seeds or study.seeds)
+                                 family_mod.file_sha256(path) if path.is_file() else None, run_seeds)
     out = Path(results) if results is not None else Path("runs") / "ablate" / f"{study_name}-{preset}"
     runs = [make_run(row, seed, out) for row in planned for seed in run_seeds]
     return Plan(name=study_name, title=study.title or study_name, preset=preset, preset_about=chosen.about,

@@ -43,7 +43,15 @@ verdict is decided by (sweep/family.py, results/verdicts.py); every other pair i
         worse: [constant scaling 0.5 / 1]  # a label or a list; or `chain: [best, ..., worst]`
         metric: train_error                # default: the study's metric; or train_loss
         source: "He 2016b sec. 3.2"
+        hypothesis: false                  # true: the paper's claim carried to another net or recipe
+    listed:                                # what the paper says that the rule leaves untested, and why
+      - rows: [original (identity), "shortcut-only gating, b_g -6"]
+        says: "6.91 is much closer to the baseline"
+        reason: "closeness, not an order"
     effect: 2.0                            # the gap the presets are sized for, in sd of a row's seeds
+
+Which orderings are claims is decided by one rule from the papers alone (docs/ablate.md, "Writing
+a study"): `claims` and `listed` together are everything the paper states between the study's rows.
 
 Two presets exist for every study: `paper` (no changes: the papers' recipe) and a generic `quick`.
 A study may define its own, replacing these.
@@ -108,6 +116,10 @@ class Claim(_Strict):
     chain: list[str] | None = None
     metric: ClaimMetric | None = None  # None: the study's `metric`
     source: Annotated[str, Field(min_length=1)]  # where the paper says it: "He 2016b sec. 3, Table 1"
+    # A paper's claim carried to another net, depth, dataset or recipe than the paper's (SkipInit on
+    # ResNet-110, a cosine schedule, a ViT): the study's hypothesis, tested alike but never shown as
+    # the paper's finding.
+    hypothesis: bool = False
 
     @model_validator(mode="after")
     def _pair_or_chain(self) -> Claim:
@@ -127,6 +139,17 @@ class Claim(_Strict):
         better = [self.better] if isinstance(self.better, str) else list(self.better)
         worse = [self.worse] if isinstance(self.worse, str) else list(self.worse)
         return [(b, w) for b in better for w in worse]
+
+
+class Listed(_Strict):
+    """Something the paper states between rows of the study that the rule does not test: a gap
+    under its own noise, a pair it calls similar, an early-training remark with no early metric, an
+    order that only follows by transitivity. Said in the file, so a reader sees the family whole."""
+
+    noun: ClassVar[str] = "a listed statement"
+    rows: Annotated[list[str], Field(min_length=1)]  # the rows it is about (labels)
+    says: Annotated[str, Field(min_length=1)]  # what the paper says, in short
+    reason: Annotated[str, Field(min_length=1)]  # why it is not tested: "gap 0.24, under the paper's noise"
 
 
 class Preset(_Strict):
@@ -162,6 +185,7 @@ class StudyFile(_Strict):
     presets: dict[str, Preset] = {}
     # The orderings the paper states, tested as one family (None: every pair with a paper figure is).
     claims: list[Claim] | None = None
+    listed: list[Listed] = []
     # The gap the study is sized for, in sd of one row's seeds (results/power.py): the seeds a preset
     # needs to resolve it with 80% power are said before any run starts.
     effect: Annotated[float, Field(gt=0.0)] = 2.0

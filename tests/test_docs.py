@@ -583,15 +583,37 @@ def test_every_resolved_in_the_docs_sits_under_a_block_whose_declared_claims_res
 
 
 def test_the_claims_summary_counts_each_studys_own_verdicts_and_names_the_unmeasured():
-    claims = [{"n": 9, "verdict": v} for v in ("in order", "in order", "reversed", "unresolved")]
-    study = {"event": "study", "family": {"declared": True, "size": 4}, "claims": claims, "claims_in_order": 2,
-             "claims_reversed": 1, "claims_unresolved": 1}
+    """Study a tests four claims, b two (one of them a's first, on the same runs), c none of its
+    registered family (its output predates it), d is not run. The totals count a's and b's shared
+    claim once: 5 distinct. Holm across the 5 by hand: p 0.001, 0.004, 0.01, 0.02, 0.3 give 0.005,
+    0.016, 0.03, 0.04, 0.3: four resolved (three in order, one reversed), one unresolved."""
+    def claim(better, worse, verdict, p, mean):
+        return {"better": better, "worse": worse, "metric": "test_error", "n": 9, "verdict": verdict, "p": p,
+                "mean": mean}
+
+    a_claims = [claim("x", "y", "in order", 0.001, 1.0), claim("x", "z", "in order", 0.004, 1.0),
+                claim("y", "z", "reversed", 0.01, -1.0), claim("w", "z", "unresolved", 0.3, 0.5)]
+    b_claims = [claim("p", "q", "in order", 0.001, 1.0), claim("p", "r", "unresolved", 0.02, 2.0)]
     meta = {"finished": "2026-12-06 16:04 UTC", "wall_s": 3900.0}
-    older = {"event": "study", "family": {"declared": False, "size": 55}}  # before declared claims
-    text = S.claims_summary_table([("a", 4, 9, [{"event": "row"}, study], meta), ("b", 9, 12, [older], meta),
-                                   ("c", 5, 10, None, None)])
+
+    def entry(name, claims, keys, records, hypotheses=0, sized=9):
+        return {"name": name, "members": [(c["better"], c["worse"], c["metric"]) for c in claims], "keys": keys,
+                "hypotheses": hypotheses, "sized": sized, "records": records, "meta": meta if records else None}
+
+    def study(claims):
+        return {"event": "study", "family": {"declared": True}, "claims": claims}
+
+    text = S.claims_summary_table([
+        entry("a", a_claims, ["k1", "k2", "k3", "k4"], [{"event": "row"}, study(a_claims)]),
+        entry("b", b_claims, ["k1", "k5"], [study(b_claims)], hypotheses=1, sized=10),
+        entry("c", a_claims, ["k1", "k2", "k3", "k4"], [study(a_claims[:2])]),  # an older, smaller family
+        entry("d", b_claims, ["k6", "k7"], None, sized=12)])
     lines = text.splitlines()
     assert lines[2] == "| `a` | 4 | 9 | 2 | 1 | 1 | 2026-12-06, 1 h 5 min |"
-    assert lines[3] == "| `b` | 9 | (12) | - | - | - | not yet measured at its sized n |"
-    assert lines[4] == "| `c` | 5 | (10) | - | - | - | not yet measured at its sized n |"
-    assert "1 of 3 studies measured" in text and "not corrected across each other" in text
+    assert lines[3] == "| `b` | 2 (1 hypotheses) | 9 | 1 | 0 | 1 | 2026-12-06, 1 h 5 min |"
+    assert lines[4] == "| `c` | 4 | (9) | - | - | - | registered; not yet run on its registered seeds |"
+    assert lines[5] == "| `d` | 2 | (12) | - | - | - | registered; not yet run on its registered seeds |"
+    assert "2 of 4 studies run on their registered family and seeds" in text
+    assert ("Over the 5 distinct claims of the studies run (a claim that two studies test on the same runs counted "
+            "once): 2 in the paper's order, 1 reversed, 2 unresolved, each within its study's family; with Holm "
+            "across all 5 at once: 3 in the paper's order, 1 reversed, 1 unresolved.") in text

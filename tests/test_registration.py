@@ -174,7 +174,7 @@ def test_seeds_added_after_the_recording_are_said_and_left_out_of_the_verdicts(t
     wider = family_mod.Family(declared=True, members=fam.members, seeds=tuple(range(10)))
     got = family_mod.record_once(tmp_path, wider, "s", "quick", "s")
     assert got.note == ("seeds 6, 7, 8, 9 were added after the claims were recorded at n = 6: the claims are "
-                        "decided at the recorded seeds (0..5)")
+                        "decided at the recorded seeds (0..5; report --all-seeds decides at every seed found)")
     # Six agreeing seeds, four more reversed: decided at the six, p = 2/64.
     rows = [{"row": "a", "values": {"error": {s: 1.0 if s < 6 else 9.0 for s in range(10)}}},
             {"row": "b", "values": {"error": {s: 2.0 + s / 100 for s in range(10)}}}]
@@ -189,3 +189,36 @@ def test_a_changed_study_file_with_the_same_claims_is_said(tmp_path):
     got = family_mod.record_once(tmp_path, family_mod.Family(declared=True, members=fam.members,
                                                              file_sha256="1" * 64), "s", "quick", "s")
     assert got.note.startswith("the study file changed after") and "its claims are the same" in got.note
+
+
+@pytest.mark.slow  # twenty short runs
+def test_report_says_seeds_added_after_the_recording_and_all_seeds_decides_at_every_seed(in_tmp):
+    """A study recorded at seeds 0..5, then run at 0..9 with --seeds: `report` decides its claim at
+    the six recorded seeds (p 2/64) and says so; --all-seeds decides at all ten (p 2/1024)."""
+    import yaml
+
+    Path("s.yaml").write_text(yaml.safe_dump({
+        "base": "digits/residual8", "seeds": [0, 1, 2, 3, 4, 5],
+        "spec": {"optim": {"epochs": None, "iters": 2, "milestones": None}, "data": {"train_subset": 64}},
+        "rows": [{"label": "a"}, {"label": "b", "overrides": {"optim.lr": 0.5}}],
+        "claims": [{"better": "a", "worse": "b", "source": "made up"}]}), encoding="utf-8")
+    assert invoke("ablate", "s.yaml", "--only", "1:0", "--out", "res").exit_code == 0  # records seeds 0..5
+    recorded = json.loads(Path("res/claims.json").read_text())
+    assert (recorded["seeds"], recorded["n"]) == ([0, 1, 2, 3, 4, 5], 6)
+    # The values of the runs do not matter here: summaries written by hand, a at 1%, b at 2% + seed/100.
+    for seed in range(10):
+        for i, label, err in ((1, "a", 1.0), (2, "b", 2.0 + seed / 100)):
+            run = Path("res") / f"0{i}-{label}-s{seed}"
+            if not (run / "summary.json").exists():
+                got = invoke("ablate", "s.yaml", "--seeds", "0..9", "--only", f"{i}:{seed}", "--out", "res")
+                assert got.exit_code == 0, got.output
+            summary = json.loads((run / "summary.json").read_text())
+            (run / "summary.json").write_text(json.dumps({**summary, "test_error": err}))
+    rep = invoke("report", "res", "--json")
+    claim = _json(rep.stdout)[-1]["claims"][0]
+    assert (claim["n"], claim["p"]) == (6, pytest.approx(2 / 64))
+    assert "seeds 6, 7, 8, 9 were added after the claims were recorded at n = 6" in rep.stderr
+    every = invoke("report", "res", "--json", "--all-seeds")
+    assert (_json(every.stdout)[-1]["claims"][0]["n"], _json(every.stdout)[-1]["claims"][0]["p"]) == (
+        10, pytest.approx(2 / 1024))
+    assert "--all-seeds decides them at every seed found (n = 10)" in every.stderr

@@ -41,30 +41,63 @@ def afford_table(study: str, sides: list[tuple[list[dict[str, Any]], dict[str, A
         "trained one run at a time, measured one after the other in one docs job.\n")
 
 
-def claims_summary_table(studies: list[tuple[str, int, int, list[dict[str, Any]] | None, dict[str, Any] | None]]) -> str:
-    """What the digits studies show, one line each: (name, declared claims, sized seeds, the study's
-    saved `resnet ablate --json` records or None, its meta). The counts are the study object's own
-    (in the paper's order, reversed, unresolved, each after Holm within that study); a study whose
-    saved output predates its claims, or is not saved here, is named as not yet measured."""
-    rows, measured = [], 0
-    for name, declared, sized, records, meta in studies:
-        study = next((r for r in records or [] if r.get("event") == "study" and r.get("family", {}).get("declared")),
-                     None)
-        if study is None:
-            rows.append((f"`{name}`", declared, f"({sized})", DASH, DASH, DASH, "not yet measured at its sized n"))
+def _registered(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The saved `claims`/`study` record whose claims are this entry's registered family (the same
+    (better, worse, metric) members), or None: not run, or run before the family was registered."""
+    for r in entry.get("records") or []:
+        if r.get("event") in ("study", "claims") and (r.get("family") or {}).get("declared", True):
+            got = sorted((c["better"], c["worse"], c.get("metric", "train_error")) for c in r.get("claims") or [])
+            if got and got == sorted(map(tuple, entry["members"])):
+                return r
+    return None
+
+
+def claims_summary_table(entries: list[dict[str, Any]]) -> str:
+    """Every shipped study and the degrade grid, one line each: the registered family's size (how many
+    are the study's hypotheses), its sized n, and, where its saved output tested that family, the
+    verdicts after Holm within the study. Each entry: name, members ((better, worse, metric) in the
+    study's order), keys (one per member: the same key where two studies' claims compare the same
+    runs), hypotheses, sized, records (the saved --json output, or None) and meta. Under it the totals
+    over distinct claims (a claim two studies share counted once) and Holm across all of them at once."""
+    from resnet_cli.results import evidence
+
+    rows, seen, distinct, measured = [], set(), [], 0
+    for e in entries:
+        size = len(e["members"]) if not e["hypotheses"] else f"{len(e['members'])} ({e['hypotheses']} hypotheses)"
+        got = _registered(e)
+        if got is None:
+            rows.append((f"`{e['name']}`", size, f"({e['sized']})", DASH, DASH, DASH,
+                         "registered; not yet run on its registered seeds"))
             continue
         measured += 1
-        ns = sorted({c["n"] for c in study["claims"] if c.get("n")})
+        ns = sorted({c["n"] for c in got["claims"] if c.get("n")})
         n = str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}" if ns else "0"
-        when = f"{meta['finished'][:10]}, {duration(meta['wall_s'])}" if meta else DASH
-        rows.append((f"`{name}`", study["family"]["size"], n, study["claims_in_order"], study["claims_reversed"],
-                     study["claims_unresolved"], when))
-    text = md_table(["study", "declared claims", "n (seeds)", "in the paper's order", "reversed", "unresolved",
+        when = f"{e['meta']['finished'][:10]}, {duration(e['meta']['wall_s'])}" if e.get("meta") else DASH
+        verdicts = [c["verdict"] for c in got["claims"]]
+        rows.append((f"`{e['name']}`", size, n, verdicts.count("in order"), verdicts.count("reversed"),
+                     verdicts.count("unresolved"), when))
+        by_member = {(c["better"], c["worse"], c.get("metric", "train_error")): c for c in got["claims"]}
+        for member, key in zip(map(tuple, e["members"]), e["keys"]):
+            if key not in seen:
+                seen.add(key)
+                distinct.append(by_member[member])
+    text = md_table(["study", "registered claims", "n (seeds)", "in the paper's order", "reversed", "unresolved",
                      "generated, wall time"], rows)
-    return text + (f"\n{measured} of {len(studies)} studies measured at their sized n. Each study's claims are one "
-                   "Holm family, adjusted within that study only: the families are not corrected across each other, "
-                   "so each row keeps its own 5%, not the table as a whole. A `-` row's table below predates its "
-                   "declared claims and claims no order; the n in brackets is the one its quick preset now runs.\n")
+    text += (f"\n{measured} of {len(entries)} studies run on their registered family and seeds. Each study's claims "
+             "are one Holm family, adjusted within that study: each row keeps its own 5%. A `-` row has not been "
+             "rerun since its family was registered; the n in brackets is the one its quick preset runs.")
+    if distinct:
+        verdict = [c["verdict"] for c in distinct]
+        pooled = [dict(p=c["p"], mean=c["mean"]) for c in distinct]
+        evidence.adjust(pooled)
+        across = ["in order" if q["resolved"] and q["mean"] > 0 else "reversed" if q["resolved"] else "unresolved"
+                  for q in pooled]
+        text += (f" Over the {len(distinct)} distinct claims of the studies run (a claim that two studies test on "
+                 f"the same runs counted once): {verdict.count('in order')} in the paper's order, "
+                 f"{verdict.count('reversed')} reversed, {verdict.count('unresolved')} unresolved, each within its "
+                 f"study's family; with Holm across all {len(distinct)} at once: {across.count('in order')} in the "
+                 f"paper's order, {across.count('reversed')} reversed, {across.count('unresolved')} unresolved.")
+    return text + "\n"
 
 
 # --- resnet bench ------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ def report(
                                                       "row, seed, status, errors, length, wall time, where and with "
                                                       "what it ran (with --format csv: pandas.read_csv reads it "
                                                       "as is).")] = False,
+    all_seeds: Annotated[bool, typer.Option("--all-seeds", help="Decide the claims at every seed found, not only "
+                                                                "at the seeds recorded with them in claims.json "
+                                                                "(seeds added later are otherwise left out of "
+                                                                "the claims).")] = False,
 ) -> None:
     """One table per study (row, test error median with its interval and coverage, mean ± std over
     seeds, n, training loss, status, the paper's figure; Kendall's tau against the paper's order),
@@ -73,7 +77,7 @@ def report(
                           output.View(draw=lambda width, b=btable: budgets.render(b)))
         return
     for table in tables:
-        table.family = report_mod.family_of(table, root)
+        table.family = report_mod.family_of(table, root, all_seeds=all_seeds)
         if table.family is not None and table.family.note:
             output.info(f"{table.study} (preset {table.preset}): {table.family.note}")
     results = [study.compute(table) for table in tables]  # every statistic once; the views compute nothing

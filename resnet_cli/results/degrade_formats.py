@@ -171,7 +171,7 @@ def pairs_csv(records: Sequence[dict[str, Any]]) -> str:
                         "worse": f"plain-{s['depth']}", "metric": error, "n": p["n"], "difference": pct(p["shift"]),
                         "difference_lo": pct(lo), "difference_hi": pct(hi), "coverage": p["coverage"],
                         "mean": pct(p["mean"]), "p": p["p"], "p_exact": p.get("p_exact"), "p_holm": None,
-                        "verdict": "exploratory"})
+                        "verdict": "exploratory", "hypothesis": False})
     return write_csv(PAIR_COLUMNS, out)
 
 

@@ -26,7 +26,7 @@ ROW_COLUMNS = ("study", "preset", "index", "row", "group", "n", "runs", "diverge
                "interval_hi", "coverage", "mean", "std", "train_loss", "status", "fail", "fail_above", "paper",
                "paper_metric", "dataset")
 PAIR_COLUMNS = ("study", "preset", "kind", "better", "worse", "metric", "group", "n", "difference", "difference_lo",
-                "difference_hi", "coverage", "mean", "p", "p_exact", "p_holm", "verdict", "source")
+                "difference_hi", "coverage", "mean", "p", "p_exact", "p_holm", "verdict", "source", "hypothesis")
 RUN_COLUMNS = ("study", "preset", "row", "group", "seed", "status", "test_error", "counted_error", "train_loss", "train_error",
                "epochs", "iterations", "wall_s", "params", "device", "threads", "torch", "git_commit", "run_dir")
 

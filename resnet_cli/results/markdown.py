@@ -85,7 +85,8 @@ def _at_n(pairs: list[dict[str, Any]]) -> str:
 
 def _what(p: dict[str, Any]) -> str:
     metric = "" if p["metric"] in ("test_error", "val_error") else f" in {p['metric'].replace('_', ' ')}"
-    return f"{p['better']} < {p['worse']}{metric}"
+    # A claim carried to another net or recipe is the study's, never shown as the paper's finding.
+    return f"{p['better']} < {p['worse']}{metric}" + (" (the study's hypothesis)" if p.get("hypothesis") else "")
 
 
 def _difference(p: dict[str, Any]) -> str:

@@ -261,11 +261,12 @@ def _recorded(table: StudyTable, root: Path | None) -> tuple[Family, Path] | Non
     return None
 
 
-def family_of(table: StudyTable, root: Path | None = None) -> Family | None:
+def family_of(table: StudyTable, root: Path | None = None, all_seeds: bool = False) -> Family | None:
     """The claims a gathered study is decided by: the family recorded in its results directory when
     its runs started (claims.json); where the study file's claims now differ, the recorded ones
     still decide, with a note saying so (and so where the file alone changed, or seeds were added
-    after the recording: the claims are decided at the recorded seeds). With none recorded: for a study this version ships, its
+    after the recording: the claims are decided at the recorded seeds, or at every seed found with
+    `all_seeds`). With none recorded: for a study this version ships, its
     file's claims as they are now, with a note saying so; else none (every pair with a paper figure)."""
     if table.study == "runs":
         return None
@@ -274,7 +275,9 @@ def family_of(table: StudyTable, root: Path | None = None) -> Family | None:
         recorded, folder = found
         now = _claims_now(recorded.source, table.preset) if recorded.source else None
         ran = {run.seed for row in table.rows for run in row.runs if run.seed is not None and run.status != "pending"}
-        note = family_mod.differences(folder, recorded, now, ran)
+        note = family_mod.differences(folder, recorded, now, ran, all_seeds)
+        if all_seeds:  # `report --all-seeds`: every seed found decides, as the note says
+            recorded = replace(recorded, seeds=None)
         return replace(recorded, note=note) if note else recorded
     now = _claims_now(table.study, table.preset) if table.study in study_file.shipped() else None
     if now is not None and now.declared:

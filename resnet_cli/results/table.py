@@ -146,7 +146,8 @@ def render_pairs(result: StudyResult, width: int | None = None):
     for i, p in enumerate([*c["claims"], *c["exploratory"]], start=1):
         claim = "" if p["verdict"] == "exploratory" else str(i)
         shift = verdicts.shift_str(p, digits).replace(" [", "\n[", 1)
-        t.add_row(claim, escape(f"{p['better']} < {p['worse']}"), p["metric"].replace("_", " "), str(p["n"]),
+        hypothesis = " (hypothesis)" if p.get("hypothesis") else ""  # the study's, not the paper's
+        t.add_row(claim, escape(f"{p['better']} < {p['worse']}{hypothesis}"), p["metric"].replace("_", " "), str(p["n"]),
                   escape(shift), "-" if p["p"] is None else f"{p['p']:.3g}",
                   "-" if p.get("p_holm") is None else f"{p['p_holm']:.3g}",
                   f"[{style[p['verdict']]}]{p['verdict']}[/]")

@@ -189,10 +189,12 @@ def changed_note(results: Path, recorded: Family, now: Family) -> str:
             f"these runs started ({recorded.size}): the recorded family decides")
 
 
-def differences(results: Path, recorded: Family, now: Family | None, seeds: Iterable[int] | None) -> str | None:
+def differences(results: Path, recorded: Family, now: Family | None, seeds: Iterable[int] | None,
+                all_seeds: bool = False) -> str | None:
     """One line on what changed since the family was recorded, or None: the study file's claims
     (the recorded ones decide), the file alone (same claims, another sha256), seeds beyond the
-    recorded ones (the claims are decided at the recorded seeds)."""
+    recorded ones (the claims are decided at the recorded seeds, unless `all_seeds` asks for every
+    seed found)."""
     parts = []
     if now is not None and not recorded.same_claims(now):
         parts.append(changed_note(results, recorded, now))
@@ -203,9 +205,11 @@ def differences(results: Path, recorded: Family, now: Family | None, seeds: Iter
     if recorded.seeds is not None and seeds is not None:
         added = sorted(set(seeds) - set(recorded.seeds))
         if added:
+            where = (f"--all-seeds decides them at every seed found (n = {len(set(seeds))})" if all_seeds else
+                     f"the claims are decided at the recorded seeds ({_seed_range(recorded.seeds)}; "
+                     "report --all-seeds decides at every seed found)")
             parts.append(f"seeds {', '.join(map(str, added))} were added after the claims were recorded at "
-                         f"n = {len(recorded.seeds)}: the claims are decided at the recorded seeds "
-                         f"({_seed_range(recorded.seeds)})")
+                         f"n = {len(recorded.seeds)}: {where}")
     return "; ".join(parts) or None
 
 

@@ -129,10 +129,11 @@ def _seeds(spec, seeds: str | None, stack: int, fmt: output.Format, out: str | N
         raise UserError("--seeds and --stack train in one process; --nproc runs one seed over several (drop one)")
     if resume not in (None, "auto"):
         raise UserError("with --seeds resume as --resume auto --out DIR: each seed continues from DIR/seed<N>")
+    chosen = parse_seeds(seeds) if seeds is not None else [spec.run.seed]  # checked under --dry-run too
     if dry_run:
         _dry_run(spec, fmt)
         return errors.OK
-    return train_seeds.run(spec, parse_seeds(seeds) if seeds is not None else [spec.run.seed], stack=stack, fmt=fmt,
+    return train_seeds.run(spec, chosen, stack=stack, fmt=fmt,
                            out=out, resume=resume == "auto")
 
 

@@ -61,7 +61,10 @@ StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _co
 
 def _int_or_float(loader: StrictLoader, node: yaml.ScalarNode) -> int | float:
     text = loader.construct_scalar(node)
-    return int(text) if _INT_12.match(text) else float(text.replace(".inf", "inf").replace(".nan", "nan"))
+    if _INT_12.match(text):
+        return int(text)
+    # .inf, .Inf, .INF, .nan, .NaN, .NAN (YAML 1.2) are Python's inf and nan; every other float reads as written.
+    return float(text.replace(".", "", 1)) if text.lower().lstrip("+-") in (".inf", ".nan") else float(text)
 
 
 StrictLoader.add_constructor("tag:yaml.org,2002:float", _int_or_float)

@@ -17,6 +17,7 @@ from typing import Any
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import Spec
+from ..spec import seeds as seeds_mod
 from . import family as family_mod
 from . import safe_path
 from .study_file import BUILTIN_PRESETS, PaperFigure, StudyFile, expand, find, load, rows_of
@@ -202,7 +203,7 @@ def resolve(study: StudyFile, path: Path, study_name: str, source: str, *, prese
     all_labels = [row.label for row, _, _ in rows_of(study, shown)]  # every preset's and grid value's
     family = family_mod.declared(study, all_labels, [r.label for r in planned], shown,
                                  family_mod.file_sha256(path) if path.is_file() else None)
-    run_seeds = list(seeds) if seeds else list(chosen.seeds or study.seeds)
+    run_seeds = seeds_mod.check(list(seeds) if seeds else list(chosen.seeds or study.seeds), shown)
     if results is None:  # the study's and the preset's names become a folder's name
         safe_path.component(study_name, "the study name", shown)
         safe_path.component(preset, "the preset name", shown)

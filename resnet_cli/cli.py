@@ -181,10 +181,23 @@ def command(*args: Any, **kwargs: Any) -> Callable:
                 _quiet_stdout()
                 print("resnet: output pipe closed; stopped", file=sys.stderr)
                 raise typer.Exit(errors.BROKEN_PIPE) from None
+            except (OSError, MemoryError, RuntimeError, ImportError) as exc:
+                refused = _machine_refused(exc)
+                _say(refused)
+                raise typer.Exit(refused.code) from None
 
         return app.command(*args, **kwargs)(wrapper)
 
     return register
+
+
+def _machine_refused(exc: BaseException) -> UserError:
+    """A full disk, a read-only place, too little memory (errors.resource_error) met where no
+    writer named its file: one line all the same. Anything else is a bug and keeps its traceback."""
+    refused = errors.resource_error(exc)
+    if refused is None:
+        raise exc
+    return refused
 
 
 def _say(exc: UserError) -> None:
@@ -219,3 +232,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("resnet: interrupted", file=sys.stderr)
         sys.exit(errors.INTERRUPTED_INT)
+    except (OSError, MemoryError, RuntimeError, ImportError) as exc:  # importing a command (torch) included
+        refused = _machine_refused(exc)
+        _say(refused)
+        sys.exit(refused.code)

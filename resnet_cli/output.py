@@ -23,6 +23,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from . import errors
 from .errors import PipeClosed, UserError
 
 
@@ -66,13 +67,7 @@ def write(text: str, path: str | None = None) -> None:
     beside it, then a rename, so a reader never sees half a file and an old one survives a failure."""
     if path is not None:
         check_file(path)
-        target = Path(path)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        errors.write_atomically(Path(path), text)
         stderr().print(f"wrote {path}")
         return
     try:

@@ -6,6 +6,8 @@ import re
 import shlex
 import shutil
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -317,14 +319,26 @@ def test_list_prints_one_command_per_run_and_each_runs_one(in_tmp, tiny):
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 4
     argv = [shlex.split(line) for line in lines]
-    assert all(a[:2] == ["resnet", "ablate"] and "--only" in a and a[a.index("--out") + 1] == "shared" for a in argv)
+    # This interpreter by its absolute path: the line runs where the venv is not on PATH.
+    assert all(a[:4] == [sys.executable, "-m", "resnet_cli", "ablate"] for a in argv)
+    assert all("--only" in a and a[a.index("--out") + 1] == "shared" for a in argv)
     assert [a[a.index("--only") + 1] for a in argv] == ["1:0", "1:1", "2:0", "2:1"]
     assert all(a[a.index("--set") + 1] == "optim.lr=0.05" for a in argv)
-    one = invoke(*argv[2][1:])
+    one = invoke(*argv[2][3:])
     assert one.exit_code == 0, one.stderr
     (rec,) = json_lines(one.stdout)
     assert (rec["row"], rec["seed"], rec["status"]) == ("plain", 0, "completed")
     assert sorted(p.name for p in (in_tmp / "shared").iterdir()) == ["02-plain-s0", "claims.json"]  # the family, fixed at the first start
+
+
+def test_a_list_line_starts_with_what_runs_without_path_or_with_resnet_given(in_tmp, tiny, monkeypatch):
+    r = invoke("ablate", tiny, "--out", "shared", "--list")
+    head = shlex.split(r.stdout.splitlines()[0])[:3]
+    alone = subprocess.run([*head, "--version"], env={}, capture_output=True, text=True, timeout=60)  # no PATH
+    assert alone.returncode == 0 and alone.stdout.startswith("resnet "), alone.stderr
+    monkeypatch.setenv("RESNET", "srun resnet")
+    r = invoke("ablate", tiny, "--out", "shared", "--list")
+    assert all(shlex.split(line)[:3] == ["srun", "resnet", "ablate"] for line in r.stdout.splitlines())
 
 
 def test_report_rebuilds_the_same_table_from_gathered_dirs(in_tmp, tiny):

@@ -3,6 +3,7 @@ the shared sweep engine (--jobs, --list, `resnet report`) and output directories
 
 import json
 import shlex
+import sys
 
 import pytest
 import torch
@@ -379,8 +380,8 @@ def test_list_prints_one_rerunnable_command_per_run_and_report_reads_the_grid(in
     assert keys == ["1:0", "1:1", "2:0", "2:1"]  # rows (depth, net) in order, then seeds
     for cmd in cmds[:2] + cmds[:1]:  # the first one twice: a rerun reuses it
         argv = shlex.split(cmd)
-        assert argv[:2] == ["resnet", "degrade"]
-        res = CliRunner().invoke(app, argv[1:])
+        assert argv[:4] == [sys.executable, "-m", "resnet_cli", "degrade"]
+        res = CliRunner().invoke(app, argv[3:])
         assert res.exit_code == 0, res.output
         (obj,) = lines(res.stdout)
         assert obj["event"] == "run" and obj["net"] == "plain" and obj["status"] == "completed"

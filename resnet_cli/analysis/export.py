@@ -30,7 +30,7 @@ import torch
 from .. import data as data_mod
 from .. import errors, writable
 from ..spec.datasets import PIXELS
-from ..errors import UserError
+from ..errors import UserError, writing
 from ..spec.registry import Registry
 from ..runs.writer import versions
 from ..spec import to_yaml
@@ -146,8 +146,9 @@ def _atomic(path: Path, write: Callable[[Path], object], written: list[Path]) ->
     """Write through a temporary file beside `path`: an interrupted export leaves no half file."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        with writing(path, tmp):  # a full disk: one line naming the file
+            write(tmp)
+            os.replace(tmp, path)
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()

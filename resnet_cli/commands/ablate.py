@@ -125,7 +125,10 @@ def _record_family(plan):
     """The claims fixed in the results directory before the first run (sweep/family.py); where they
     were fixed by an earlier start, those decide, and a changed study file is said in one line."""
     writable.check_dir(plan.results)
-    recorded = family_mod.record_once(plan.results, plan.family, plan.name, plan.preset, plan.source)
+    claims = plan.results / family_mod.FILE
+    # A full disk: one line naming claims.json (record_once removes its own temporary file).
+    with errors.writing(claims):
+        recorded = family_mod.record_once(plan.results, plan.family, plan.name, plan.preset, plan.source)
     if recorded.note:
         output.info(escape(recorded.note))
     return replace(plan, family=recorded)
@@ -237,7 +240,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
         raise typer.Exit(errors.INTERRUPTED_TERM if result.signum == signal.SIGTERM else errors.INTERRUPTED_INT)
     codes = {o.code for o in outcomes if o.status == "error"}
     if codes:
-        raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)
+        raise typer.Exit(errors.worst(codes))
 
 
 def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None,

@@ -164,4 +164,4 @@ def _render(grid, fmt, log, pairs: bool = False, save: str | None = None) -> Non
         raise typer.Exit(errors.INTERRUPTED_TERM if grid.signum == signal.SIGTERM else errors.INTERRUPTED_INT)
     if failed:
         codes = {o.code for o in failed.values()}
-        raise typer.Exit(errors.USAGE if codes == {errors.USAGE} else errors.FAILED)
+        raise typer.Exit(errors.worst(codes))

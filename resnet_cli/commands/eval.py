@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from .. import figures, output, writable
-from ..errors import UserError
+from ..errors import UserError, write_atomically
 from ..cli import command
 from . import common
 
@@ -85,9 +85,7 @@ def _write(results: list[dict], split: str, out: Path | None, figure: Path | Non
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"eval-{split}.json"
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_atomically(path, json.dumps(results, indent=1) + "\n")
         written.append(("results", path))
         written.append(("figure", evaluate_mod.figure(results, out / f"confusion-{split}.png")))
     if figure is not None:

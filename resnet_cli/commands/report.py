@@ -56,6 +56,8 @@ def report(
     gates_target = figures.target(gates, Path("gates.png"), "--gates") if gates else None
     duplicates: list[Path] = []
     found = report_mod.collect(root, duplicates)
+    for why in report_mod.damaged(root):  # such a run reads as unfinished: say which file and why
+        output.info(f"counted as unfinished: {why}")
     pending = report_mod.missing(found)  # a study's rows and seeds not run yet (or not gathered here)
     if pending:
         output.info(f"{len(pending)} planned run(s) of the study have no run directory below {directory}: "

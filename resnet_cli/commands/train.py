@@ -10,7 +10,7 @@ import typer
 
 from .. import errors, output
 from ..cli import command
-from ..errors import UserError
+from ..errors import DamagedFile, UserError
 from ..spec import shape_of, to_tree, to_yaml
 from ..training import cpu_threads
 from ..training.launch import launch_torchrun, precheck
@@ -99,6 +99,10 @@ def train(
     spec_name = None
     if resume_dir is not None and spec_file is None and (resume_dir / SPEC).is_file():
         spec_file, spec_name = spec_as_written(resume_dir), str(resume_dir / SPEC)  # as the run was written
+    elif resume_dir is not None and spec_file is None and (resume_dir / CHECKPOINT).is_file():
+        # Never the default spec instead: it would look for CIFAR-10 and then refuse the checkpoint.
+        raise DamagedFile(f"{resume_dir / SPEC}: missing, and the run is rebuilt from it; restore it, or name the "
+                          f"run's spec: resnet train SPEC --resume {resume_dir}")
     if tensorboard:
         set_ = [*(set_ or []), "train.tensorboard=true"]
     spec = common.build_spec(spec_file, set_, name=spec_name, **flags)
@@ -125,10 +129,11 @@ def _seeds(spec, seeds: str | None, stack: int, fmt: output.Format, out: str | N
         raise UserError("--seeds and --stack train in one process; --nproc runs one seed over several (drop one)")
     if resume not in (None, "auto"):
         raise UserError("with --seeds resume as --resume auto --out DIR: each seed continues from DIR/seed<N>")
+    chosen = parse_seeds(seeds) if seeds is not None else [spec.run.seed]  # checked under --dry-run too
     if dry_run:
         _dry_run(spec, fmt)
         return errors.OK
-    return train_seeds.run(spec, parse_seeds(seeds) if seeds is not None else [spec.run.seed], stack=stack, fmt=fmt,
+    return train_seeds.run(spec, chosen, stack=stack, fmt=fmt,
                            out=out, resume=resume == "auto")
 
 
@@ -153,13 +158,22 @@ def run(spec, *, fmt: output.Format, resume_dir: Path | None = None, auto: bool 
     from ..training.session import open_run
 
     resume = "never" if resume_dir is None else "auto" if auto else "must"
-    with open_run(spec, resume_dir, resume=resume, force_resume=force_resume,
-                  callbacks=[TerminalProgress(fmt)], say=output.info) as session:
-        if session.finished is not None:
-            done = session.finished
-            output.info(f"{session.run_dir.path}: nothing to train, the run had already ended "
-                        f"({done.get('status')} at iteration {done.get('iterations')}); its summary:")
-        summary = session.train()
+    path = None
+    try:
+        with open_run(spec, resume_dir, resume=resume, force_resume=force_resume,
+                      callbacks=[TerminalProgress(fmt)], say=output.info) as session:
+            path = session.run_dir.path
+            if session.finished is not None:
+                done = session.finished
+                output.info(f"{session.run_dir.path}: nothing to train, the run had already ended "
+                            f"({done.get('status')} at iteration {done.get('iterations')}); its summary:")
+            summary = session.train()
+    except UserError as exc:
+        # A full disk after a checkpoint: the same `train` would refuse the directory; --resume goes on.
+        if exc.code == errors.RESOURCES and path is not None and (path / CHECKPOINT).is_file():
+            raise UserError(exc.message.replace(errors.RERUN, f"resume with: resnet train --resume {path}"),
+                            code=exc.code) from None
+        raise
     _report(summary, fmt)
     return summary
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..runs.degrade_records import RUN_DIRS, load_record, records
 from ..runs.reader import legacy_probes
+from ..errors import write_atomically
 from ..runs.writer import git_commit, versions
 from ..sweep import engine as sweep
 from ..sweep.degrade_plan import NETS, Plan
@@ -87,10 +88,7 @@ def write_result(grid: Grid) -> None:
               "train_wall_s": round(sum(r["wall_s"] or 0.0 for r in grid.records), 1),  # every run's own training time
               "versions": versions(), "git_commit": git_commit(),
               "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    path = plan.out / RESULT_FILE
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(plan.out / RESULT_FILE, json.dumps(result, indent=2) + "\n")
 
 
 def summarise(records: list[dict[str, Any]], decided: dict[str, Any] | None = None) -> list[dict[str, Any]]:

@@ -141,6 +141,12 @@ def _label_loose(loose: list[SeedResult], trees: dict[Path, dict[str, Any]]) -> 
         r.index, r.row = keys[key], names[key]
 
 
+def damaged(root: str | Path) -> list[str]:
+    """One line per run directory at or below `root` whose summary.json or meta.json is there but
+    cannot be read (RunRecord.damaged): such a run is counted as unfinished, and this says why."""
+    return [why for d in runs_reader.find(root) if (why := RunRecord.read(d).damaged)]
+
+
 def collect(root: str | Path, duplicates: list[Path] | None = None) -> list[SeedResult]:
     """Every run directory at or below `root`, each (spec minus seed and out, seed) once: the same
     run found again (gathered twice, copied) is one seed, not two. The copies left out are appended

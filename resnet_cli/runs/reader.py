@@ -16,8 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
-from .files import FINAL, LEGACY_RUNS, LOCK, METRICS, PROBE, SLURM, SPEC, STUDY, SUMMARY
+from ..errors import DamagedFile, UserError
+from .files import FINAL, LEGACY_RUNS, LOCK, META, METRICS, PROBE, SLURM, SPEC, STUDY, SUMMARY
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -28,6 +28,28 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def damaged(path: Path) -> str | None:
+    """Why a run's JSON file that is there cannot be read (None: it reads, or there is none). Every
+    writer renames a whole file into place, so such a file was damaged after it was written."""
+    if not path.exists() or read_json(path) is not None:
+        return None
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+        why = "not a JSON object"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        why = getattr(exc, "msg", None) or getattr(exc, "strerror", None) or type(exc).__name__
+    return f"{path}: damaged ({why})"
+
+
+def read_object(path: Path, fix: str) -> dict[str, Any]:
+    """A JSON object file a run needs ({} when there is none); a damaged one is one line naming it
+    and `fix`, an errors.DamagedFile (a sweep goes on with its other runs)."""
+    why = damaged(path)
+    if why is not None:
+        raise DamagedFile(f"{why}; {fix}")
+    return read_json(path) or {}
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -116,6 +138,14 @@ class RunRecord:
         path = Path(path)
         return cls(path=path, summary=read_json(path / SUMMARY), study=read_json(path / STUDY),
                    task=read_json(path / SLURM), locked=lock_held(path))
+
+    @property
+    def damaged(self) -> str | None:
+        """One line naming summary.json or meta.json where that file is there and cannot be read: the
+        run then reads as unfinished, and says why (None: both read, or are not there)."""
+        if self.summary is None and (why := damaged(self.path / SUMMARY)):
+            return f"{why}; delete it and rerun to rebuild it from the checkpoint, or restore it"
+        return damaged(self.path / META)
 
     @property
     def has_spec(self) -> bool:

@@ -24,7 +24,7 @@ from .. import __version__, errors, writable
 from ..errors import UserError
 from ..spec import Spec, is_plain, to_yaml
 from .files import CHECKPOINT, LOCK, META, METRICS, PROBE, SLURM, SPEC, STUDY, SUMMARY, TENSORBOARD
-from .reader import read_json, read_metrics, spec_as_written
+from .reader import read_json, read_metrics, read_object, spec_as_written
 
 
 def default_path(spec: Spec) -> Path:
@@ -133,7 +133,7 @@ class RunDir:
         if self.file(SPEC).exists():
             os.replace(self.file(SPEC), self.file(kept))
         self._write_text(SPEC, to_yaml(spec))
-        meta = json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
+        meta = self.meta()
         meta.setdefault("spec_changes", []).append({
             "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "iteration": iteration,
             "keys": changed, "previous": kept, "command": sys.argv})
@@ -194,7 +194,8 @@ class RunDir:
     # -- records ------------------------------------------------------------------------------
 
     def append_metrics(self, record: dict[str, Any]) -> None:
-        with open(self.file(METRICS), "a", encoding="utf-8") as f:
+        # A line cut by a full disk has no newline: read_metrics leaves it out and a resume rewrites the file.
+        with errors.writing(self.file(METRICS)), open(self.file(METRICS), "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
 
@@ -216,8 +217,8 @@ class RunDir:
         return spec_as_written(self.path)
 
     def meta(self) -> dict[str, Any]:
-        """meta.json as written so far ({} before the run is created)."""
-        return json.loads(self.file(META).read_text(encoding="utf-8")) if self.file(META).exists() else {}
+        """meta.json as written so far ({} before the run is created); damaged: one line naming it."""
+        return read_object(self.file(META), "delete it (the resume writes a new one) or restore it")
 
     def update_meta(self, fields: dict[str, Any]) -> None:
         """Add what is known only once the run is built (runtime, parameter count, data source) to meta.json."""
@@ -240,7 +241,5 @@ class RunDir:
                                            indent=2) + "\n")
 
     def _write_text(self, name: str, text: str) -> None:
-        tmp = self.file(f".{name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, self.file(name))
+        errors.write_atomically(self.file(name), text)  # a full disk: one line, no temporary file left
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from ..errors import UserError
+from .section import INT_MAX as MAX
 
 SYNTAX = "a seed (3), a list (0,3,7) or a range (0..4, both ends included)"
 HELP = "Seeds: a seed (3), a list (0,3,7) or a range (0..4); see docs/spec.md, Seeds."
@@ -26,6 +27,15 @@ def parse(text: str) -> list[int]:
         raise UserError(f"--seeds {text}: expected {SYNTAX}") from None
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise UserError(f"--seeds {text}: need at least one seed, none negative, no repeats; expected {SYNTAX}")
+    return check(seeds, f"--seeds {text}")
+
+
+def check(seeds: list[int], where: str) -> list[int]:
+    """Seeds that torch.manual_seed and the data order's generators take (run.seed's range, where a
+    study's seeds and --seeds skip the spec's validation: they are set on a validated spec)."""
+    big = [s for s in seeds if s > MAX]
+    if big:
+        raise UserError(f"{where}: seed {big[0]} is out of range; valid: 0 to {MAX} (2^63 - 1)")
     return seeds
 
 

@@ -6,7 +6,7 @@ The runs left execute where a launcher puts them (launchers.py: in this process,
 workers, or as a SLURM job array); SIGINT/SIGTERM make every running run save its checkpoint and
 stop (rerun to resume). For job arrays, `--list` prints one command per run:
 
-    resnet ablate STUDY --preset P --out RESULTS --only ROW:SEED --json
+    /path/to/venv/bin/python -m resnet_cli ablate STUDY --preset P --out RESULTS --only ROW:SEED --json
 
 A diverged run (NaN/Inf or exploding loss, exit code 3) is the paper's "fail": its row is marked
 and the sweep goes on.
@@ -14,7 +14,9 @@ and the sweep goes on.
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 import statistics
 from collections import Counter
 from dataclasses import dataclass
@@ -31,12 +33,21 @@ from .plan import Plan
 # Command lines (children and --list)
 
 
-def list_commands(plan: Plan, replay: list[str], program: str = "resnet") -> list[str]:
+def program() -> list[str]:
+    """How a --list line starts: $RESNET, split as a shell splits it, where it is set (`RESNET=resnet`
+    for nodes with resnet on PATH, `RESNET="srun python -m resnet_cli"`); else this interpreter's
+    absolute path and `-m resnet_cli`, which runs where the venv is not on PATH (a bare `resnet`
+    failed there with "command not found")."""
+    given = os.environ.get("RESNET", "").strip()
+    return shlex.split(given) if given else [sys.executable, "-m", "resnet_cli"]
+
+
+def list_commands(plan: Plan, replay: list[str]) -> list[str]:
     """One shell line per run, for job arrays or `parallel < runs.txt`; each line is safe to rerun (a
     finished run is reused, an interrupted one resumes). `replay`: the command and flags that make
     this plan (`ablate STUDY --preset P --out R ...`, `degrade ... --out OUT`), whichever command
     planned it; each line adds `--only ROW:SEED --json`."""
-    return [shlex.join([program, *replay, "--only", run.key, "--json"]) for run in plan.runs]
+    return [shlex.join([*program(), *replay, "--only", run.key, "--json"]) for run in plan.runs]
 
 
 # ---------------------------------------------------------------------------------------------

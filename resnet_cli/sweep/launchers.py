@@ -81,14 +81,19 @@ class InProcess:
             try:
                 results = stacks.run_unit(plan, unit)
             except UserError as exc:
-                results = {run.key: Outcome("error", exc.message, code=exc.code) for run in unit.runs}
+                results = {run.key: Outcome.failed(exc) for run in unit.runs}
+            except (OSError, MemoryError, RuntimeError) as exc:  # the machine's refusal, met unnamed
+                if (refused := errors.resource_error(exc)) is None:
+                    raise
+                results = {run.key: Outcome.failed(refused) for run in unit.runs}
             for run in unit.runs:
                 outcome = outcomes[run.key] = results[run.key]
                 notify(run, outcome)
             for run in unit.runs:
-                if results[run.key].status == "error":
-                    # A run that cannot start (data missing, no such device) says the same for the rest.
-                    raise SweepStopped(run, results[run.key].message)
+                if results[run.key].status == "error" and results[run.key].stops:
+                    # A run that cannot start (data missing, no such device, a full disk) says the same
+                    # for the rest; one run's damaged file is that run's alone (its error is reported).
+                    raise SweepStopped(run, results[run.key].message, results[run.key].code)
             if any(o.status == "interrupted" for o in results.values()):  # the trainer caught the signal
                 sig.signum = sig.signum or signal.SIGINT
                 break
@@ -122,8 +127,9 @@ class Workers:
                     outcome = Outcome("error", f"{result.error}; log: {unit.runs[0].path / LOG}", code=errors.FAILED)
                 outcomes[run.key] = outcome
                 notify(run, outcome)
-                if outcome.status == "error" and outcome.code == errors.USAGE and not stopped:
-                    stopped.append(SweepStopped(run, outcome.message))
+                if (outcome.status == "error" and outcome.stops and outcome.code in (errors.USAGE, errors.RESOURCES)
+                        and not stopped):
+                    stopped.append(SweepStopped(run, outcome.message, outcome.code))
             return bool(stopped)  # the same input error would stop every other run too
 
         def started(unit: stacks.Unit) -> None:
@@ -163,9 +169,12 @@ def _run_logged(item: tuple[Plan, stacks.Unit]) -> dict[str, Outcome]:
             return stacks.run_unit(plan, unit)
         except UserError as exc:
             print(f"resnet: error: {exc.message}", file=sys.stderr, flush=True)
-            return {run.key: Outcome("error", f"{exc.message} (log: {log})", time.perf_counter() - tick, exc.code)
+            return {run.key: Outcome.failed(exc, f"{exc.message} (log: {log})", time.perf_counter() - tick)
                     for run in unit.runs}
         except Exception as exc:  # a bug: the traceback goes to the run's log, the worker goes on
+            if (refused := errors.resource_error(exc)) is not None:  # a full disk, no memory: not a bug
+                print(f"resnet: error: {refused.message}", file=sys.stderr, flush=True)
+                return {run.key: Outcome.failed(refused, wall_s=time.perf_counter() - tick) for run in unit.runs}
             traceback.print_exc(file=sys.stderr)
             sys.stderr.flush()
             message = f"{type(exc).__name__}: {exc} (traceback in {log})".replace("\n", " ")

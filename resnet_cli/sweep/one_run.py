@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import UserError
+from .. import errors
+from ..errors import DamagedFile, UserError
 from ..runs.reader import RunRecord
 from ..runs.writer import RunDir
 from .plan import Plan, PlannedRun
@@ -22,13 +23,20 @@ class Outcome:
     message: str = ""
     wall_s: float = 0.0
     code: int = 0  # for errors: the exit code (2: bad input, such as a directory of another run)
+    # For errors: whether the rest of the sweep would fail the same way (missing data, a full disk),
+    # so it stops; a damaged file of this run alone (errors.DamagedFile) does not stop it.
+    stops: bool = True
+
+    @classmethod
+    def failed(cls, exc: UserError, message: str | None = None, wall_s: float = 0.0) -> Outcome:
+        return cls("error", message or exc.message, wall_s, exc.code, not isinstance(exc, DamagedFile))
 
 
 class SweepStopped(UserError):
     """A run failed on bad input (missing data, unknown device): the sweep stops launching."""
 
-    def __init__(self, run: PlannedRun, message: str):
-        super().__init__(f"run {run.key} ({run.path.name}) failed, sweep stopped: {message}")
+    def __init__(self, run: PlannedRun, message: str, code: int = errors.USAGE):
+        super().__init__(f"run {run.key} ({run.path.name}) failed, sweep stopped: {message}", code=code)
         self.run = run
 
 
@@ -93,9 +101,13 @@ def run_one(plan: Plan, run: PlannedRun) -> Outcome:
     check_reusable(run)
     if (rec := RunRecord.read(run.path)).finished:
         return Outcome("skipped", rec.status)
+    if rec.damaged:  # this run's alone: the sweep goes on with the others (launchers.py)
+        raise DamagedFile(f"run {run.key} skipped: {rec.damaged}")
     write_study_json(plan, run)
     tick = time.perf_counter()
     with open_run(run.spec, run.path, resume="auto") as session:
+        if session.finished is not None:  # another process finished it after the check above
+            return Outcome("skipped", session.finished["status"])
         summary = session.train()
     return Outcome(summary["status"], wall_s=time.perf_counter() - tick)
 

@@ -9,6 +9,7 @@ fails with one line naming the row before anything trains.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from typing import Any
 from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import Spec
+from ..spec import seeds as seeds_mod
 from . import family as family_mod
+from . import safe_path
 from .study_file import BUILTIN_PRESETS, PaperFigure, StudyFile, expand, find, load, rows_of
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +114,9 @@ def _compared(a: PlannedRow, b: PlannedRow) -> bool:
 
 
 def slug(label: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9.+-]+", "-", label.lower()).strip("-.")
+    """A label as a folder name: letters (any script's: "Größe" stays readable, not "gr-e"), digits,
+    '.', '+' and '-'; every other run of characters one '-'. ASCII labels read as before."""
+    s = re.sub(r"(?:[^\w.+-]|_)+", "-", unicodedata.normalize("NFC", label).lower()).strip("-.")
     return re.sub(r"-{2,}", "-", s)[:48] or "row"
 
 
@@ -124,7 +129,7 @@ def run_path(results: Path, row: PlannedRow, seed: int) -> Path:
 
 
 def make_run(row: PlannedRow, seed: int, results: Path) -> PlannedRun:
-    path = run_path(results, row, seed)
+    path = safe_path.inside(results, run_path(results, row, seed), f"row '{row.label}' seed {seed}")
     run = row.spec.run.model_copy(update={"seed": seed, "out": str(path)})
     return PlannedRun(row=row, seed=seed, path=path, spec=row.spec.model_copy(update={"run": run}))
 
@@ -195,10 +200,13 @@ def resolve(study: StudyFile, path: Path, study_name: str, source: str, *, prese
         planned.append(PlannedRow(index=i, label=row.label, paper=row.paper, spec=spec, group=row.group,
                                   cells=cells, run_dir=run_dir))
 
-    run_seeds = list(seeds) if seeds else list(chosen.seeds or study.seeds)
+    run_seeds = seeds_mod.check(list(seeds) if seeds else list(chosen.seeds or study.seeds), shown)
     all_labels = [row.label for row, _, _ in rows_of(study, shown)]  # every preset's and grid value's
     family = family_mod.declared(study, all_labels, [r.label for r in planned], shown,
                                  family_mod.file_sha256(path) if path.is_file() else None, run_seeds)
+    if results is None:  # the study's and the preset's names become a folder's name
+        safe_path.component(study_name, "the study name", shown)
+        safe_path.component(preset, "the preset name", shown)
     out = Path(results) if results is not None else Path("runs") / "ablate" / f"{study_name}-{preset}"
     runs = [make_run(row, seed, out) for row in planned for seed in run_seeds]
     return Plan(name=study_name, title=study.title or study_name, preset=preset, preset_about=chosen.about,

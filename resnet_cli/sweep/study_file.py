@@ -70,6 +70,7 @@ from .. import spec as spec_mod
 from ..spec import bundled, yamlio
 from ..errors import UserError
 from ..spec.messages import one_line
+from .safe_path import component
 
 PaperFigure = float | Literal["fail"] | None
 # He 2016b Table 1 calls a run "fail" when its test error is above 20% (the caption), whether or not
@@ -303,10 +304,14 @@ def _label_value(value: Any) -> str:
     return str(value)
 
 
+def _named(template: str) -> list[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+
+
 def _fields(template: str, allowed: list[str], source: str, what: str) -> None:
     """A template names only the grid's axes (and, for run_dir, the seed): one line if not."""
     try:
-        names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+        names = _named(template)
     except ValueError as exc:
         raise UserError(f"{source}: {what} '{template}': {exc}") from None
     for name in names:
@@ -358,7 +363,13 @@ def rows_of(study: StudyFile, source: str, axes: dict[str, list[Any]] | None = N
         overrides: dict[str, Any] = {}
         for _, over in combo:
             overrides.update(over)
-        run_dir = study.run_dir.format(**values, seed="{seed}") if study.run_dir else None
+        run_dir = None
+        if study.run_dir:
+            # Each value the template takes becomes part of a path: one component, never '..' or '/'.
+            for name in _named(study.run_dir):
+                if name != "seed":
+                    component(values[name], f"grid axis '{name}' value", source)
+            run_dir = study.run_dir.format(**values, seed="{seed}")
         rows.append((Row(label=label, overrides=overrides), cells, run_dir))
     return rows
 

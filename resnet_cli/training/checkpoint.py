@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..errors import UserError
+from ..errors import UserError, writing
 
 FORMAT = "resnet-cli/checkpoint-v1"
 TMP_PREFIX = ".tmp-ckpt-"
@@ -24,18 +24,40 @@ TMP_PREFIX = ".tmp-ckpt-"
 
 def save(obj: dict[str, Any], path: Path) -> None:
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": FORMAT, **obj}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except BaseException:
-        with _suppress():
-            os.unlink(tmp)
-        raise
+    with writing(path):  # a full disk: one line naming the checkpoint; the previous one stays
+        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=path.parent)
+        with writing(path, tmp):
+            with os.fdopen(fd, "wb") as f:
+                out = _Recording(f)
+                try:
+                    torch.save({"format": FORMAT, **obj}, out)
+                except RuntimeError:
+                    if out.error is not None:  # the write's own error (ENOSPC), which torch's message lost
+                        raise out.error from None
+                    raise
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+class _Recording:
+    """The file torch.save writes into, keeping the OSError of a failed write: torch replaces it by
+    "[enforce fail at inline_container.cc] unexpected pos" and drops the errno, so a full disk would
+    read as a bug."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 def clean_orphans(directory: Path) -> list[Path]:

@@ -43,6 +43,11 @@ class Progress:
     loss_sum: float = 0.0  # over the current epoch (for the epoch's mean training loss/error)
     correct: float = 0.0
     seen: int = 0
+    # The epoch's float32 [loss sum, correct] accumulated since the last fold, kept as they are when a
+    # signal stops the run mid-stretch and continued on resume: folding them early would add the
+    # same losses in another grouping and change the epoch's train_loss in its last digits.
+    unfolded: list[float] = field(default_factory=list)
+    unfolded_seen: int = 0
     elapsed: float = 0.0  # training seconds, summed over resumed segments
     train_images: int = 0
     first_loss: float | None = None
@@ -220,8 +225,9 @@ class Trainer:
 
     def _epoch(self) -> None:
         p, rt = self.p, self.rt
-        acc = torch.zeros(2, device=rt.device)  # [loss sum, correct] since the last fold
-        seen = 0
+        # [loss sum, correct] since the last fold (float32, as the losses are), where a resume left it.
+        acc = torch.tensor(p.unfolded or [0.0, 0.0], dtype=torch.float32, device=rt.device)
+        seen, p.unfolded, p.unfolded_seen = p.unfolded_seen, [], 0
         tick = time.perf_counter()
         every = self.spec.train.checkpoint_every
         for x, y in self.batches.epoch(p.epoch, start=p.step, order=self._global_order()):
@@ -245,14 +251,18 @@ class Trainer:
                 tick = time.perf_counter()
                 if not self._healthy(loss_value):  # never write a checkpoint of a diverged run
                     return
-                if stop or checkpoint_now:
+                if checkpoint_now or (stop and self.dist.active):  # fixed points: the same in every run
                     self._fold(acc, seen)
                     acc.zero_()
                     seen = 0
-                    if stop:
-                        self.status = "interrupted"
-                        self.save()
-                        return
+                if stop:
+                    # One process keeps its partial sums for the resume (Progress.unfolded); under
+                    # torchrun each rank's would be lost with rank 0's checkpoint, so they are folded.
+                    p.unfolded, p.unfolded_seen = acc.tolist(), seen
+                    self.status = "interrupted"
+                    self.save()
+                    return
+                if checkpoint_now:
                     self.save()
             if last:
                 break

@@ -12,6 +12,19 @@
 #   SelectType=select/cons_tres        CPUs and memory are consumable, so array tasks share the node
 set -eu
 
+# Whatever step fails (a package, munged, a daemon that exits at start, a node that never comes up),
+# the daemons' own logs say why: print their ends, so a CI log holds the cause, not just the exit code.
+show_logs() {
+    rc=$?
+    if [ "$rc" != 0 ]; then
+        echo "slurm_local.sh: failed (exit $rc); the daemons' logs:" >&2
+        for log in /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log /var/log/munge/munged.log; do
+            if [ -f "$log" ]; then echo "--- $log (last 40 lines)" >&2; tail -n 40 "$log" >&2; fi
+        done
+    fi
+}
+trap show_logs EXIT
+
 if [ "$(id -u)" != 0 ]; then
     echo "slurm_local.sh: needs root (it installs packages and starts daemons)" >&2
     exit 2

@@ -21,7 +21,7 @@ from ..sweep import engine as sweep
 from ..plots import study_bars
 from ..sweep import plan as study_mod
 from ..sweep import study_file
-from ..results import formats, power, registration, study, table as study_table
+from ..results import budget_claims, formats, power, registration, study, table as study_table
 from ..sweep import family as family_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
@@ -59,6 +59,11 @@ def ablate(
                           "scaled), e.g. 1,2,4, and say per row: trains, slow, falling or fails.")] = None,
     threshold: Annotated[Optional[float], typer.Option(
         "--threshold", help="Test error % a row must reach for --budgets (default: the study's fail_above).")] = None,
+    budget_rows: Annotated[budget_claims.Retrain, typer.Option(
+        "--budget-rows", case_sensitive=False,
+        help="With --budgets: retrain beyond 1x every row (all), or only the rows of the declared claims "
+             "unresolved at 1x, or unresolved or reversed (not-in-order); needs the study's 1x runs finished.")]
+    = budget_claims.Retrain.ALL,
     figure: Figure = None,
     set_: common.Set = None,
     json_: common.Json = False,
@@ -76,16 +81,18 @@ def ablate(
     sets = list(set_ or []) + ([f"run.threads={threads}"] if threads is not None else [])
     fmt = output.choose(json_, format_)  # a clash of --json and --format is one line before anything runs
     common.text_options(fmt, pairs, output_file)
-    if fmt in output.TEXT_FORMATS and (only is not None or budgets is not None):
-        raise UserError(f"--format {fmt.value} renders a study's table; --only and --budgets print their own "
-                        "records: use --json")
+    if fmt in output.TEXT_FORMATS and (only is not None or (budgets is not None and fmt is output.Format.LATEX)):
+        raise UserError(f"--format {fmt.value} renders a study's table; --only prints its own records (use --json), "
+                        "and --budgets prints json, csv or markdown")
     plan = study_mod.plan(study, preset=preset, results=out, sets=sets, seeds=None if seeds is None else parse_seeds(seeds))
     writable.check_dir(plan.results)  # a file in the way: one line now, not a traceback per run later
     if claims:
         recs = registration.records(plan)
         return output.render(recs, fmt, output.View(draw=lambda width: registration.render(recs, plan.title, width)))
     if budgets is not None:
-        plan = budgets_mod.expand(plan, budgets_mod.parse(budgets))
+        plan = budgets_mod.expand(plan, budgets_mod.parse(budgets), _rows_to_retrain(plan, budget_rows.value))
+    elif budget_rows is not budget_claims.Retrain.ALL:
+        raise UserError("--budget-rows chooses which rows --budgets retrains: give --budgets too, e.g. --budgets 1,2,4")
     if list_:
         output.info(escape(_power_line(plan)))
     if cluster.asked:
@@ -113,6 +120,26 @@ def ablate(
         return _only(plan, only, fmt)
     fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
     return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack), pairs, output_file)
+
+
+def _rows_to_retrain(plan, which: str) -> set[str] | None:
+    """--budget-rows: the rows of the claims not in order at 1x, read from the finished plain study
+    (None: every row). One line where the 1x study is not finished or declares no claims."""
+    if which == "all":
+        return None
+    if not plan.family.declared:
+        raise UserError(f"--budget-rows {which}: study '{plan.name}' declares no claims; use --budget-rows all")
+    records = report.planned(plan)
+    left = [r for r in records if r.status not in ("completed", "diverged")]
+    if left:
+        raise UserError(f"--budget-rows {which}: {len(left)} of the study's {len(records)} runs at 1x are not finished; "
+                        f"run `resnet ablate {plan.source} --preset {plan.preset} --out {plan.results}` first")
+    (table,) = report.aggregate(records)
+    table.family = _record_family(plan).family
+    rows = budget_claims.rows_of_claims(study.compute(table), which)
+    output.info(escape(f"--budget-rows {which}: {len(rows)} of {len(plan.rows)} rows retrained beyond 1x"
+                       + (f" ({'; '.join(sorted(rows))})" if rows else ": every declared claim is in order at 1x")))
+    return rows
 
 
 def _power_line(plan) -> str:
@@ -250,7 +277,7 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
     for table in tables:
         table.family = plan.family
     if plan.budgets != [1]:
-        _budget_table(tables, threshold, fmt, plan)
+        _budget_table(tables, threshold, fmt, plan, save)
         return
     result = study.compute(tables[0])  # every statistic once; the table, the JSON and the figure compute none
     if fmt in output.TEXT_FORMATS:
@@ -262,11 +289,10 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
         output.info(f"figure: {study_bars.figure(result, figure_path)}")
 
 
-def _budget_table(tables, threshold: float | None, fmt, plan) -> None:
+def _budget_table(tables, threshold: float | None, fmt, plan, save: str | None = None) -> None:
 
     (btable,) = budgets_mod.build(tables, threshold)
     if btable.threshold is None:
         raise UserError(f"--budgets: study '{plan.name}' states no fail_above; give --threshold PERCENT, "
                         "e.g. --threshold 20")
-    output.render([budgets_mod.row_json(btable, row) for row in btable.rows], fmt,
-                  output.View(draw=lambda width: budgets_mod.render(btable)))
+    budget_claims.show(btable, tables, plan.family if plan.family.declared else None, fmt, save)

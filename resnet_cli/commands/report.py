@@ -13,7 +13,7 @@ from ..errors import UserError
 from ..sweep import budgets
 from ..results import report as report_mod
 from ..plots import gates as gates_plot, study_bars
-from ..results import degrade_grid, degrade_view, formats, study, table as study_table
+from ..results import budget_claims, degrade_grid, degrade_view, formats, study, table as study_table
 from ..runs.files import SPEC, STUDY
 from . import common
 
@@ -74,9 +74,14 @@ def report(
     if not tables:
         raise UserError(f"{directory}: no run directories ({SPEC} or {STUDY}) below it")
     if any(t.budget != 1 for t in tables):  # runs of `resnet ablate --budgets`: one table over the budgets
+        if fmt is output.Format.LATEX:
+            raise UserError("runs of `resnet ablate --budgets` print as table, json, csv or markdown, not latex")
         for btable in budgets.build(tables, threshold):
-            output.render([budgets.row_json(btable, row) for row in btable.rows], fmt,
-                          output.View(draw=lambda width, b=btable: budgets.render(b)))
+            group = [t for t in tables if (t.study, t.preset) == (btable.study, btable.preset)]
+            plain = next((t for t in group if t.budget == 1), group[0])
+            family = report_mod.family_of(plain, root)
+            budget_claims.show(btable, group, family if family is not None and family.declared else None, fmt,
+                               output_file)
         return
     for table in tables:
         table.family = report_mod.family_of(table, root, all_seeds=all_seeds)

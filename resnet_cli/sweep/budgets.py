@@ -64,9 +64,11 @@ def budget_run(run: PlannedRun, results: Path, budget: int) -> PlannedRun:
     return replace(run, path=path, spec=spec, budget=budget)
 
 
-def expand(plan: Plan, budgets: list[int]) -> Plan:
-    """The plan with every run at every budget (budget 1's runs unchanged)."""
-    runs = [budget_run(run, plan.results, b) for b in budgets for run in plan.runs]
+def expand(plan: Plan, budgets: list[int], rows: set[str] | None = None) -> Plan:
+    """The plan with every run at every budget (budget 1's runs unchanged); `rows`: only these rows'
+    runs beyond 1x (`--budget-rows`: the rows of the claims a user asks about)."""
+    runs = [budget_run(run, plan.results, b) for b in budgets for run in plan.runs
+            if b == 1 or rows is None or run.row.label in rows]
     return replace(plan, runs=runs, budgets=list(budgets))
 
 

@@ -12,6 +12,7 @@ from resnet_cli.training import checkpoint
 
 from full_disk import fill_at
 from invoking import invoke
+from tiny_study import tiny_study
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
 
@@ -84,16 +85,7 @@ def test_a_full_disk_writing_report_output_keeps_the_old_file(in_tmp, monkeypatc
     assert invoke("report", "runs", "--runs", "--format", "csv", "--output", "t.csv").exit_code == 0
 
 
-STUDY = """
-spec:
-  model: {family: digits, depth: 4, widths: [4]}
-  data: {dataset: digits, train_subset: 128, test_subset: 60}
-  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
-  train: {checkpoint_every: 0}
-  run: {threads: 1}
-seeds: [0, 1]
-rows: [{label: a}]
-"""
+STUDY = tiny_study([0, 1])
 
 
 @pytest.mark.parametrize("name", ["claims.json", "study.json", "spec.yaml"])

@@ -9,18 +9,10 @@ import pytest
 from resnet_cli import errors
 
 from invoking import invoke
+from tiny_study import tiny_study
 
 TINY = ["digits/residual8", "--set", "model.widths=[4]", "--epochs", "1", "--threads", "1"]
-STUDY = """
-spec:
-  model: {family: digits, depth: 4, widths: [4]}
-  data: {dataset: digits, train_subset: 128, test_subset: 60}
-  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
-  train: {checkpoint_every: 0}
-  run: {threads: 1}
-seeds: [0, 1, 2]
-rows: [{label: a}]
-"""
+STUDY = tiny_study([0, 1, 2])
 
 
 def error_line(result):

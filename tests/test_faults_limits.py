@@ -11,17 +11,9 @@ from resnet_cli.runs.writer import RunDir
 from resnet_cli.spec import yamlio
 
 from invoking import invoke
+from tiny_study import tiny_study
 
-STUDY = """
-spec:
-  model: {family: digits, depth: 4, widths: [4]}
-  data: {dataset: digits, train_subset: 128, test_subset: 60}
-  optim: {epochs: 1, batch_size: 64, warmup_iters: 0, milestones: []}
-  train: {checkpoint_every: 0}
-  run: {threads: 1}
-seeds: [0]
-rows: [{label: a}]
-"""
+STUDY = tiny_study([0])
 
 
 @pytest.mark.parametrize("command", [["train", "big.yaml", "--dry-run"], ["ablate", "big.yaml", "--list"]])

@@ -292,7 +292,10 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
 def _budget_table(tables, threshold: float | None, fmt, plan, save: str | None = None) -> None:
 
     (btable,) = budgets_mod.build(tables, threshold)
-    if btable.threshold is None:
-        raise UserError(f"--budgets: study '{plan.name}' states no fail_above; give --threshold PERCENT, "
-                        "e.g. --threshold 20")
+    if btable.threshold is None:  # the claims across budgets need no threshold; the rows' verdicts do
+        if not plan.family.declared:
+            raise UserError(f"--budgets: study '{plan.name}' states no fail_above; give --threshold PERCENT, "
+                            "e.g. --threshold 20")
+        output.info(f"--budgets: study '{plan.name}' states no fail_above: the rows' slow-or-fails verdicts need "
+                    "--threshold PERCENT; its claims are decided at each budget all the same")
     budget_claims.show(btable, tables, plan.family if plan.family.declared else None, fmt, save)

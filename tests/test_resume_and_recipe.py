@@ -190,3 +190,14 @@ def test_the_study_header_states_the_recipe_run(in_tmp):
     assert r.exit_code == 0, r.stderr
     head = r.stderr.splitlines()[0]
     assert "run here with --set optim.lr=0.05, seeds 0" in head, head
+
+
+def test_list_lines_carry_the_seeds_asked_so_each_records_them(in_tmp):
+    (in_tmp / "s.yaml").write_text(TINY_STUDY)
+    lines = invoke("ablate", "s.yaml", "--seeds", "1", "--out", "res", "--list").stdout.splitlines()
+    assert len(lines) == 2
+    words = shlex.split(lines[0])
+    assert words[words.index("--seeds") + 1] == "1"
+    r = invoke(*words[words.index("ablate"):])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads((in_tmp / "res" / asked.FILE).read_text())["seeds"] == [1]  # not the file's 0, 1

@@ -113,6 +113,8 @@ def ablate(
         if plan.budgets != [1]:
             replay += ["--budgets", ",".join(str(b) for b in plan.budgets)]
         replay += [word for item in sets for word in ("--set", item)]
+        # The seeds asked, so each line records them (asked.json), not the study file's defaults.
+        replay += ["--seeds", seeds_text(plan.seeds)] if seeds is not None else []
         return common.print_lines(sweep.list_commands(plan, replay))
     if only is not None:
         return _only(plan, only, fmt)

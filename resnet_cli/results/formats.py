@@ -134,7 +134,7 @@ def _n_text(rows: Sequence[dict[str, Any]]) -> str:
     if not ns or not any(ns):
         return "no finished seed"
     if len(set(ns)) == 1:
-        return f"n = {ns[0]} seeds a row"
+        return f"n = {ns[0]} seed{'' if ns[0] == 1 else 's'} a row"
     empty = sum(1 for n in ns if not n)
     return "n per row as the table gives it" + (f"; {empty} of {len(ns)} rows have no finished seed" if empty else "")
 
@@ -169,8 +169,10 @@ def study_latex(records: Sequence[dict[str, Any]], recipe: str = "") -> str:
     what = ("the declared claims" if family.get("declared") else "every pair of rows with a paper figure")
     size = family.get("size", len(claims))
     metric = "validation error" if first.get("metric") == "val_error" else "test error"
-    caption = (f"{latex_escape(name)} (preset {latex_escape(preset)}"
-               + (f", run with {latex_escape(recipe)}" if recipe else "") + f", {_n_text(rows)}): our "
+    # plain `resnet train` runs have no preset ("-"): none is named
+    about = [f"preset {latex_escape(preset)}"] if preset != "-" else []
+    about += [f"run with {latex_escape(recipe)}"] if recipe else []
+    caption = (f"{latex_escape(name)} ({', '.join([*about, _n_text(rows)])}): our "
                f"{latex_escape(first.get('dataset') or '')} {metric}, the median over seeds at the last epoch "
                "with the order-statistic interval of the median at the coverage it has")
     caption += (f", beside the paper's figure ({latex_escape(first.get('paper_metric') or '')})." if has_paper

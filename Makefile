@@ -10,11 +10,16 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 # The dev install takes .ci/constraints.txt's pins, the versions CI tests; pyproject.toml keeps ranges.
+# Said before it starts, since it is minutes of silence otherwise (pip -q): what and about how long.
 $(STAMP): pyproject.toml .ci/constraints.txt
+	@echo "installing into $(VENV), once: torch, torchvision, typer, rich, pyyaml, pydantic, scikit-learn, scipy,"
+	@echo "matplotlib and the test tools (pytest, ruff, onnx, pandas), pinned by .ci/constraints.txt; about 2 min"
+	@echo "on a quiet machine with the packages cached, longer on a slow network or busy cores"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c .ci/constraints.txt -e '.[dev]'
 	touch $(STAMP)
+	@echo "installed: $(BIN)/resnet"
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist; CI has 2 cores). Most slow tests wait on
 # child processes, so two workers keep both cores busy; tests against the one-node SLURM share one
@@ -33,7 +38,9 @@ test-quick: $(STAMP)  ## the edit-test loop: everything but the tests marked slo
 	$(PRECOMPILE)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
-demo: $(STAMP)  ## the seed's degradation experiment on bundled digits, offline, a few minutes on a CPU
+# Its folder is degrade's default (runs/degrade/digits-8-26), so `resnet degrade` afterwards reads it back.
+demo: $(STAMP)  ## the seed's degradation experiment on bundled digits, offline: 40 runs, minutes on a CPU
+	@echo "resnet degrade: 40 digits runs, 2.3 min at one job on 2 cores (docs/degrade.md, Measured)"
 	$(BIN)/resnet degrade
 
 # On one GPU in under five minutes: tests/gpu plus ResNet-110 / ResNet-1001 speed, into gpu-check.json.

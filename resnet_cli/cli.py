@@ -6,6 +6,7 @@ its imports at its top."""
 from __future__ import annotations
 
 import difflib
+import re
 import functools
 import importlib
 import os
@@ -136,7 +137,13 @@ def _one_line_usage_error(self, file=None) -> None:
         names.insert(0, ctx.info_name)
         ctx = ctx.parent
     where = f"{' '.join(names)}: " if names else ""
-    print(f"resnet: error: {where}{self.format_message()} (see resnet {' '.join([*names, '--help'])})",
+    message = self.format_message()
+    # An Enum flag (--format xlsx) reaches Click through pydantic's words ("Value error, 'xlsx' is not
+    # one of 'table', ..."): said as every other bad value is, the choices listed.
+    bad = re.search(r"Value error, (.*) is not one of (.*?)\.?$", message)
+    if bad:
+        message = f"{message[:bad.start()]}{bad.group(1)}; valid: {bad.group(2).replace(chr(39), '')}"
+    print(f"resnet: error: {where}{message} (see resnet {' '.join([*names, '--help'])})",
           file=file or sys.stderr)
 
 

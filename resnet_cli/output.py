@@ -62,11 +62,33 @@ def check_file(path: str) -> None:
         raise UserError(f"--output {path}: not writable here")
 
 
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
+
+
+def _never_over_whole(text: str, path: Path) -> None:
+    """A document that says it is partial (results/formats.py: its first line) never replaces one
+    that does not: a whole table, hours of runs, is not overwritten by a part of one."""
+    if "partial:" not in _first_line(text) or not path.is_file():
+        return
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            old = f.readline()
+    except OSError:
+        return
+    if "partial:" not in old:
+        from .errors import UserError
+
+        raise UserError(f"{path} not written: this table is {_first_line(text).lstrip('%*> ').rstrip('*')}, and "
+                        f"{path} holds a table that is not partial; give another --output")
+
+
 def write(text: str, path: str | None = None) -> None:
     """A rendered document (csv, markdown, LaTeX) on stdout as it is, or into `path`: a temporary file
     beside it, then a rename, so a reader never sees half a file and an old one survives a failure."""
     if path is not None:
         check_file(path)
+        _never_over_whole(text, Path(path))
         errors.write_atomically(Path(path), text)
         stderr().print(f"wrote {path}")
         return

@@ -328,7 +328,8 @@ def test_list_prints_one_command_per_run_and_each_runs_one(in_tmp, tiny):
     assert one.exit_code == 0, one.stderr
     (rec,) = json_lines(one.stdout)
     assert (rec["row"], rec["seed"], rec["status"]) == ("plain", 0, "completed")
-    assert sorted(p.name for p in (in_tmp / "shared").iterdir()) == ["02-plain-s0", "claims.json"]  # the family, fixed at the first start
+    # the family, fixed at the first start, and what was asked (seeds, recipe) for `resnet report`
+    assert sorted(p.name for p in (in_tmp / "shared").iterdir()) == ["02-plain-s0", "asked.json", "claims.json"]
 
 
 def test_a_list_line_starts_with_what_runs_without_path_or_with_resnet_given(in_tmp, tiny, monkeypatch):

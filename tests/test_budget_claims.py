@@ -73,7 +73,8 @@ def test_a_claim_not_retrained_counts_with_p_1_so_holm_keeps_the_whole_family():
     (["reversed", "reversed"], "reversed at every budget"),
     (["unresolved", "unresolved"], "unresolved"),
     (["in order", "unresolved"], "mixed"),
-    (["unresolved", "reversed"], "mixed"),
+    (["unresolved", "reversed", "reversed"], "reversed with budget"),
+    (["in order", "reversed"], "mixed"),
     (["in order", "not run", "not run"], "holds"),
     (["not run", "not run"], "unresolved"),
 ])

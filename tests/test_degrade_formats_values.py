@@ -175,7 +175,7 @@ def test_the_latex_table_whole():
         "plain$^{\\dag}$ & 20 & 3 & 5.00 (4.00--6.00) & 10.00 (9.00--11.00) & 1.50 \\\\\n"
         "\\bottomrule\n\\end{tabular}\n"
         "\\caption{Plain and residual twins (He et al., 2016a): the median over seeds of the last epoch's errors, "
-        "min--max in brackets, and the first convolution's gradient norm at step 1. He 2016a's claims (4) are "
+        "min--max in parentheses, and the first convolution's gradient norm at step 1. He 2016a's claims (4) are "
         "tested on training and test error paired by seed, by the exact sign-flip test with Holm's adjustment over them. "
         "$^{\\dag}$: the worse net of a claim resolved in the paper's order: residual-56 $<$ plain-20; residual-56 "
         "$<$ plain-20.}\n\\label{tab:degrade}\n\\end{table}\n")

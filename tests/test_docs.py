@@ -533,12 +533,16 @@ RESOLVING_BLOCK = re.compile(r"Its \d+ declared claims?.*?: (\d+) in the paper's
 
 def block_resolves(block: str) -> bool:
     """Does a generated block resolve any declared claim: a study's line ("Its N declared claims ...:
-    K in the paper's order and resolved, ..., R reversed and resolved", K + R > 0), or a claims table
-    (degrade's) with a verdict "in order" or "reversed"?"""
+    K in the paper's order and resolved, ..., R reversed and resolved", K + R > 0), a claims table
+    (degrade's) with a verdict "in order" or "reversed", or a claims-across-budgets table with a cell
+    resolved at some budget ("reversed -1.11 (Holm 0.02)")?"""
     got = RESOLVING_BLOCK.search(block)
     if got is not None and int(got[1]) + int(got[2]) > 0:
         return True
-    return re.search(r"\| (in order|\*\*reversed\*\*) \|$", block, flags=re.M) is not None
+    if re.search(r"\| (in order|\*\*reversed\*\*) \|$", block, flags=re.M) is not None:
+        return True
+    # a claims-across-budgets table (results/budget_claims.py): a cell resolved at some budget
+    return re.search(r"\| (in order|reversed) [+-]\d", block) is not None
 
 
 def over_claims(text: str) -> list[str]:
@@ -580,6 +584,10 @@ def test_every_resolved_in_the_docs_sits_under_a_block_whose_declared_claims_res
     table = "<!-- generated: y -->\n| a < b | +1.0 | 10 | 0.0078 | {} |\n<!-- end -->\nAt n = 10 a < b is resolved.\n"
     assert over_claims(table.format("in order")) == [] and over_claims(table.format("**reversed**")) == []
     assert over_claims(table.format("unresolved")) == ["At n = 10 a < b is resolved."]
+    budgets = ("<!-- generated: z -->\n| a < b | unres. -0.50 (Holm 0.3); loss 0.1 / 0.2 | {} (Holm 0.02); loss 0.01 / "
+               "0.02 | **x** |\n<!-- end -->\nAt 2x a < b is resolved.\n")
+    assert over_claims(budgets.format("reversed -1.11")) == []
+    assert over_claims(budgets.format("unres. -1.11")) == ["At 2x a < b is resolved."]
 
 
 def test_the_claims_summary_counts_each_studys_own_verdicts_and_names_the_unmeasured():

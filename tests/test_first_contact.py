@@ -151,7 +151,8 @@ def test_report_of_a_study_under_way_shows_the_rows_and_seeds_not_run_yet(in_tmp
         (1, "incomplete 1/10", 1, 10), (2, "incomplete 0/10", 0, 10), (3, "incomplete 0/10", 0, 10),
         (4, "incomplete 0/10", 0, 10)]
     assert {row["dataset"] for row in rows} == {"digits"}  # the caption's "ours: digits test error %"
-    assert "39 planned run(s) of the study have no run directory below res" in rep.stderr
+    assert "39 run(s) asked for have no run directory below res yet: shown as pending" in rep.stderr
+    assert "projection (preset quick): run with --set optim.epochs=1" in rep.stderr  # the recipe actually run
 
 
 def test_the_landscape_table_defines_its_columns_in_its_caption():

@@ -11,8 +11,9 @@ import pytest
 from resnet_cli.results import formats
 
 
-def row(index, label, n, median, interval=None, coverage=None, paper=None, fail=False, **more):
+def row(index, label, n, median, interval=None, coverage=None, paper=None, fail=False, status="completed", **more):
     return {"event": "row", "study": "shortcut", "preset": "quick", "index": index, "row": label, "n": n,
+            "runs": n, "status": status,
             "median": median, "interval": interval, "coverage": coverage, "paper": paper, "fail": fail,
             "dataset": "digits", "paper_metric": "CIFAR-10 test error (%)", **more}
 
@@ -31,12 +32,12 @@ def test_a_resolved_claim_marks_its_worse_row_and_names_itself_in_the_caption():
     assert formats.study_latex(RESOLVED) == (
         "\\begin{table}[t]\n"
         "\\centering\n"
-        "\\begin{tabular}{lrlr}\n"
+        "\\begin{tabular}{lrlrlr}\n"
         "\\toprule\n"
-        "Row & Ours: median (\\%) & Interval (coverage) & Paper \\\\\n"
+        "Row & Ours: median (\\%) & Interval (coverage) & $n$ & Status & Paper \\\\\n"
         "\\midrule\n"
-        "original & 6.25 & [5.50, 7.00] 92.9\\% & 6.61 \\\\\n"
-        "constant scaling 0.5$^{\\dag}$ & 12.50 & [11.00, 14.25] 92.9\\% & 12.35 \\\\\n"
+        "original & 6.25 & [5.50, 7.00] 92.9\\% & 8 & completed & 6.61 \\\\\n"
+        "constant scaling 0.5$^{\\dag}$ & 12.50 & [11.00, 14.25] 92.9\\% & 8 & completed & 12.35 \\\\\n"
         "\\bottomrule\n"
         "\\end{tabular}\n"
         "\\caption{shortcut (preset quick, n = 8 seeds a row): our digits test error, the median over seeds "
@@ -59,10 +60,11 @@ def test_without_a_resolved_claim_the_caption_says_so_and_empty_cells_are_dashes
     ]
     text = formats.study_latex(records)
     body = text.split("\\midrule\n")[1].split("\\bottomrule")[0]
-    assert body == ("ResNet-1202 & -- & -- & -- \\\\\n"
-                    "plain-56 & 91.00 (fail) & [88.50, 92.00] 93.7\\% & fail \\\\\n"
-                    "plain-20 & 9.50 & [9.00, 10.00] 87.5\\% & 8.75 \\\\\n")
-    assert "(preset full run, n = 3--5 seeds a row)" in text
+    assert body == ("ResNet-1202 & -- & -- & 3 & completed & -- \\\\\n"
+                    "plain-56 & 91.00 (fail) & [88.50, 92.00] 93.7\\% & 5 & completed & fail \\\\\n"
+                    "plain-20 & 9.50 & [9.00, 10.00] 87.5\\% & 4 & completed & 8.75 \\\\\n")
+    # rows of different n: n is per row, in its column (issue 74), not a range over the rows
+    assert "(preset full run, n per row as the table gives it)" in text
     assert "Holm's adjustment over every pair of rows with a paper figure (1). No claim is resolved in the " \
            "paper's order at this n.}" in text
     assert "\\dag" not in text and "\\label{tab:depth-study-full-run}" in text
@@ -70,13 +72,16 @@ def test_without_a_resolved_claim_the_caption_says_so_and_empty_cells_are_dashes
 
 def test_a_study_with_no_finished_seed_says_so():
     text = formats.study_latex([{"event": "study", "study": "s", "preset": "p", "claims": []}])
-    assert "(preset p, no finished seed seeds a row)" in text and "over every pair of rows with a paper figure (0)" in text
+    # no comparison at all: no boilerplate about one (issue 74: "every pair ... (0)")
+    assert "(preset p, no finished seed)" in text and "sign-flip" not in text and "(0)" not in text
 
 
 def test_every_latex_special_character_is_escaped_and_b_g_is_math():
     assert formats.latex_escape("\\&%$#_{}~^") == ("\\textbackslash{}\\&\\%\\$\\#\\_\\{\\}"
                                                   "\\textasciitilde{}\\textasciicircum{}")
-    assert formats.latex_escape("b_g -6, sub_b_g") == "$b_g$ -6, sub\\_b\\_g"  # b_g alone is the paper's symbol
+    assert formats.latex_escape("b_g -6, sub_b_g") == "$b_g$ $-$6, sub\\_b\\_g"  # b_g alone is the paper's symbol
+    # a minus where a number starts; a hyphen inside a name or a range stays one
+    assert formats.latex_escape("ResNet-110, 1-6, (-7), 0.5-1") == "ResNet-110, 1-6, ($-$7), 0.5-1"
     assert formats.latex_escape(3) == "3"
 
 
@@ -125,10 +130,10 @@ def test_rows_without_a_study_object_are_named_by_their_first_row():
     text = formats.study_latex(rows)
     assert "\\caption{Shortcut v2 (preset quick, n = 8 seeds a row): our digits test error" in text
     assert "beside the paper's figure (CIFAR-10 test error (\\%))." in text  # the first row's metric
-    assert "over every pair of rows with a paper figure (0). No claim is resolved" in text
+    assert "sign-flip" not in text and "(0)" not in text  # nothing compared: no sentence about it
     assert "\\label{tab:Shortcut-v2-quick}" in text
     bare = formats.study_latex([{"event": "study", "claims": []}])
-    assert "\\caption{ (preset , no finished seed seeds a row): our  test error" in bare and "figure ()." in bare
+    assert "\\caption{ (preset , no finished seed): our  test error" in bare and "figure ()" not in bare
     assert "\\label{tab:study}" in bare
 
 

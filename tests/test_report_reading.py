@@ -267,7 +267,7 @@ def test_run_rows_hold_each_runs_figures_status_and_provenance(tmp_path):
     write(tmp_path / "5", spec=net(4), study={**study, "seed": 4})
     write(tmp_path / "0", study={**study, "seed": 5})  # planned, nothing run: no row
     rows = report.run_rows(report.collect(tmp_path))
-    common = {"event": "run", "study": "s", "preset": "quick", "row": "a", "group": "g"}
+    common = {"event": "run", "study": "s", "preset": "quick", "index": 1, "row": "a", "group": "g"}
     assert rows[0] == {**common, "seed": 0, "status": "completed", "test_error": 4.5, "counted_error": 4.5,
                        "train_loss": 0.12, "train_error": 1.25, "epochs": 6, "iterations": 180, "wall_s": 31.5,
                        "params": 1234, "device": "cpu", "threads": 4, "torch": "2.14.1", "git_commit": "abc123",

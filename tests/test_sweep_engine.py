@@ -162,7 +162,7 @@ def test_a_signal_saves_every_running_run(in_tmp, how):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == (143 if how.startswith("SIGTERM") else 130), err.decode()
-    assert b"interrupted; rerun the same command to resume" in err
+    assert b"interrupted; to resume, rerun: resnet ablate" in err  # the exact command, --out named
     for run in running:
         summary = json.loads((run / "summary.json").read_text())
         assert summary["status"] == "interrupted" and (run / "checkpoint.pt").is_file(), run

@@ -83,7 +83,7 @@ def test_sigterm_to_a_running_sweep_saves_and_report_says_incomplete(tmp_path):
     marker.unlink()
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err  # SIGTERM's code, not Ctrl-C's: the trainer's flag hands the signal back
-    assert "Traceback" not in err and "rerun the same command to resume" in err
+    assert "Traceback" not in err and "interrupted; to resume, rerun: resnet ablate" in err and "--out res" in err
     # The interrupted run is not counted as trained (it said "1 run(s) trained").
     assert "0 run(s) trained, 1 interrupted, 1 not started, 0 already finished" in err, err
     first = tmp_path / "res" / "01-first-s0"

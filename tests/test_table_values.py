@@ -46,7 +46,10 @@ def test_a_rows_json_rounds_to_four_places_and_names_its_diverged_seeds():
         "test_error_median": 6.1235, "test_error_mean": 34.3333, "test_error_std": 48.5647, "train_loss": 0.123457,
         "status": "diverged 1/3", "fail": False, "fail_above": 20.0, "paper": 6.61, "paper_metric": "CIFAR-10 error %",
         "runs": 3, "diverged": 1, "seeds": [0, 1, 2], "test_errors": [6.1235, 5.1235, 90.0], "diverged_seeds": [2],
-        "dataset": "digits"}
+        "dataset": "digits", "metric": "test_error"}
+    # exact (what the csv writes, docs/report.md): the same numbers unrounded
+    exact = T.row_json(result(), ROWS[0], exact=True)
+    assert exact["median"] == ROWS[0].evidence["median"] != got["median"] and exact["n"] == 3
     empty = T.row_json(result(), ROWS[2])
     assert (empty["median"], empty["interval"], empty["interval_reason"], empty["test_errors"]) == (
         None, None, "n < 3: no interval", [None])

@@ -22,9 +22,11 @@ from ..plots import study_bars
 from ..sweep import plan as study_mod
 from ..sweep import study_file
 from ..results import budget_claims, formats, power, registration, study, table as study_table
+from ..sweep import asked as asked_mod
 from ..sweep import family as family_mod
 from ..spec.seeds import HELP as SEEDS_HELP
 from ..spec.seeds import parse as parse_seeds
+from ..spec.seeds import text as seeds_text
 from . import cluster as launcher
 from . import common
 
@@ -38,10 +40,13 @@ def ablate(
     study: Annotated[str, typer.Argument(help=f"A shipped study ({', '.join(study_file.shipped())}) "
                                               "or a study YAML file.")],
     preset: Annotated[str, typer.Option("--preset", help="paper: the papers' recipe (GPU-days); quick: a CPU budget "
-                                                         "(8x8 digits: seconds to a few minutes a run, 5 min to an hour or more a "
-                                                         "study on 2 cores); or a preset the study defines.")] = "paper",
-    out: Annotated[Optional[str], typer.Option("--out", help="Results directory (default runs/ablate/STUDY-PRESET); "
-                                                             "one run directory per (row, seed) inside.")] = None,
+                                                         "(8x8 digits: seconds to a few minutes a run; 5.9 min to 2 h 9 min a study "
+                                                         "with --stack 16 --jobs 2 on 2 busy cores, docs/ablate.md; the first "
+                                                         "line estimates yours); or a preset the study defines.")] = "paper",
+    out: Annotated[Optional[str], typer.Option("--out", help="Results directory (default runs/ablate/STUDY-PRESET; "
+                                                             "with --set, runs/ablate/STUDY-PRESET-set-..., a folder "
+                                                             "of that recipe's own); one run directory per (row, "
+                                                             "seed) inside.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once (0: one per GPU, else one per free CPU "
                                                                   "core, threads split).")] = 0,
     seeds: Annotated[Optional[str], typer.Option("--seeds", help=f"Override the study's seeds. {SEEDS_HELP}")] = None,
@@ -115,11 +120,23 @@ def ablate(
         if plan.budgets != [1]:
             replay += ["--budgets", ",".join(str(b) for b in plan.budgets)]
         replay += [word for item in sets for word in ("--set", item)]
+        # The seeds asked, so each line records them (asked.json), not the study file's defaults.
+        replay += ["--seeds", seeds_text(plan.seeds)] if seeds is not None else []
         return common.print_lines(sweep.list_commands(plan, replay))
     if only is not None:
         return _only(plan, only, fmt)
     fig_path = figures.target(figure, plan.results / f"{plan.name}.png", "--figure")  # before hours of training
-    return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack), pairs, output_file)
+    # The command that resumes this sweep, said if it is interrupted: the same plan, its folder named.
+    resume = ["ablate", plan.source, "--preset", plan.preset, "--out", str(plan.results)]
+    resume += ["--seeds", seeds_text(plan.seeds)] if seeds is not None else []
+    resume += [w for item in set_ or [] for w in ("--set", item)] + (["--threads", str(threads)] if threads is not None else [])
+    resume += ["--budgets", budgets] if budgets is not None else []
+    resume += (["--jobs", str(jobs)] if jobs else []) + (["--stack", stack] if stack not in (None, "all") else
+                                                        ["--stack"] if stack == "all" else [])
+    resume += (["--format", format_.value] if format_ is not None else []) + (["--pairs"] if pairs else [])
+    resume += ["--output", output_file] if output_file is not None else []
+    return _sweep(plan, jobs, fmt, fig_path, threshold, common.stack_cap(stack), pairs, output_file,
+                  common.rerun(resume))
 
 
 def _rows_to_retrain(plan, which: str) -> set[str] | None:
@@ -156,6 +173,8 @@ def _record_family(plan):
     # A full disk: one line naming claims.json (record_once removes its own temporary file).
     with errors.writing(claims):
         recorded = family_mod.record_once(plan.results, plan.family, plan.name, plan.preset, plan.source)
+    with errors.writing(plan.results / asked_mod.FILE):  # what `resnet report` judges the directory by
+        asked_mod.record(plan.results, plan.name, plan.preset, plan.source, plan.seeds, plan.sets)
     if recorded.note:
         output.info(escape(recorded.note))
     return replace(plan, family=recorded)
@@ -232,12 +251,14 @@ class _Progress:
 
 
 def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, stack: int = 0,
-           pairs: bool = False, save: str | None = None) -> None:
+           pairs: bool = False, save: str | None = None, resume: str = "") -> None:
 
     sweep.check_data(plan)  # before any run directory is made
     plan = _record_family(plan)
     console = output.stderr()
     about = plan.preset_about or "as the study defines it"
+    if plan.changed:  # the recipe actually run, not only the preset's text
+        about += f"; run here with {plan.changed}"
     console.print(escape(f"{plan.title} [preset {plan.preset}: {about}]: {len(plan.rows)} rows x "
                          f"{len(plan.seeds)} seeds in {plan.results}: {sweep.preview(plan, jobs)}"))
     console.print(escape(_power_line(plan)))
@@ -258,12 +279,18 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
     outcomes = result.outcomes.values()
     console.print(f"{sweep.tally(result.outcomes, len(plan.runs))}, in {time.perf_counter() - tick:.0f} s")
 
-    _study_table(plan, progress.failed, fmt, figure_path, threshold, pairs, save)
+    interrupted = result.signum is not None
+    _study_table(plan, progress.failed, fmt, figure_path, threshold, pairs, save,
+                 document=not (interrupted and save is not None))
+    if interrupted and save is not None and fmt in output.TEXT_FORMATS:
+        console.print(escape(f"{save} not written: the sweep was interrupted, and a partial table never "
+                             "replaces a whole one"))
     if progress.live is not None:  # its table has gone; without it, each run's line has said so already
         for key, message in progress.failed.items():
             console.print(f"[red]run {key} failed[/]: {escape(message)}")
-    if result.signum is not None:
-        console.print(f"interrupted; rerun the same command to resume ({plan.results})")
+    if interrupted:
+        console.print(escape(f"interrupted; to resume, rerun: {resume}"))
+        console.print("finished runs are reused, a run cut off midway resumes from its last checkpoint")
         raise typer.Exit(errors.INTERRUPTED_TERM if result.signum == signal.SIGTERM else errors.INTERRUPTED_INT)
     codes = {o.code for o in outcomes if o.status == "error"}
     if codes:
@@ -271,7 +298,7 @@ def _sweep(plan, jobs: int, fmt, figure_path, threshold: float | None = None, st
 
 
 def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: float | None = None,
-                 pairs: bool = False, save: str | None = None) -> None:
+                 pairs: bool = False, save: str | None = None, document: bool = True) -> None:
     """The study's table from its run directories (`failed`: ROW:SEED -> why), and its figure."""
     tables = report.aggregate(report.planned(plan, set(), failed))
     for table in tables:
@@ -281,7 +308,10 @@ def _study_table(plan, failed: dict[str, str], fmt, figure_path, threshold: floa
         return
     result = study.compute(tables[0])  # every statistic once; the table, the JSON and the figure compute none
     if fmt in output.TEXT_FORMATS:
-        output.write(formats.studies_text([study_table.records(result)], fmt.value, pairs), save)
+        if not document:  # interrupted with --output FILE: nothing written (the caller says so)
+            return
+        output.write(formats.studies_text([study_table.records(result, exact=True)], fmt.value, pairs,
+                                          recipe=plan.changed), save)
     else:
         output.render(study_table.records(result), fmt,
                       output.View(draw=lambda width: study_table.render_all(result, width=width)))

@@ -116,6 +116,14 @@ def flag_overrides(*, depth=None, preact=False, dataset=None, data_dir=None, epo
     return o
 
 
+def rerun(words: list[str]) -> str:
+    """The command that resumes an interrupted sweep, to paste as it is: `resnet` and the flags that
+    make the same plan, its output folder named (a default one moves with the recipe)."""
+    import shlex
+
+    return shlex.join(["resnet", *words])
+
+
 def print_lines(lines: list[str]) -> None:
     """Lines on stdout, each flushed (`--list` into a pipe); a reader that leaves stops us quietly."""
     from ..errors import PipeClosed

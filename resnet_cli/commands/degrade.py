@@ -52,7 +52,8 @@ def degrade(
     threads: common.Threads = None,
     out: Annotated[str | None, typer.Option(
         "--out", help="Output directory (runs/<net>-<depth>-seed<seed>/, degrade.json, degrade.png). Default: "
-                      "runs/degrade-<time>. Finished runs found there are reused, interrupted ones resumed.")] = None,
+                      "runs/degrade/<config> (with a changed recipe, --epochs, --lr, --set ...: a folder of its own), "
+                      "so the same command resumes. Finished runs found there are reused, interrupted ones resumed.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Runs at once, as for `resnet ablate` (1: in this "
                                                                   "process; 0: one per GPU, else one per free CPU core).")] = 1,
     list_: Annotated[bool, typer.Option("--list", help="Print one shell command per run (job arrays, GNU parallel) "
@@ -79,8 +80,8 @@ def degrade(
         sets=set_ or [], out=out)
     if cluster.asked:
         return _on_cluster(plan, cluster, json_ or format_ is output.Format.JSON, fmt, pairs, output_file)
+    replay = ["degrade", *deg.replay_args(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
     if list_:
-        replay = ["degrade", *deg.replay_args(spec_file, plan, epochs, iters, flags, set_ or []), "--out", str(plan.out)]
         return common.print_lines(sweep.list_commands(plan.study, replay))
     if only is not None:
         return _only(plan, only, fmt)
@@ -92,7 +93,10 @@ def degrade(
               f"{seeds_text(plan.seeds)}) from {plan.source} -> {plan.out}")
     # A resumed grid counts the runs left to train, not all it plans.
     grid = execute(plan, jobs=jobs or None, notify=view.Progress(log, sweep.to_train(plan.study)))
-    _render(grid, fmt, log, pairs, output_file)
+    # The command that resumes it, said if it is interrupted: the same grid, its folder named.
+    resume = replay + (["--jobs", str(jobs)] if jobs != 1 else []) + (["--format", format_.value] if format_ else [])
+    resume += (["--pairs"] if pairs else []) + (["--output", output_file] if output_file else [])
+    _render(grid, fmt, log, pairs, output_file, common.rerun(resume))
 
 
 def execute(plan: deg.Plan, jobs: int | None = 1, notify: sweep.Notify | None = None) -> Grid:
@@ -140,14 +144,21 @@ def _only(plan, key: str, fmt) -> None:
         raise typer.Exit(errors.INTERRUPTED_INT)
 
 
-def _render(grid, fmt, log, pairs: bool = False, save: str | None = None) -> None:
-    """The reused runs' lines, the grid (degrade_view.render), where its files went, and the exit code."""
+def _render(grid, fmt, log, pairs: bool = False, save: str | None = None, resume: str | None = None) -> None:
+    """The reused runs' lines, the grid (degrade_view.render), where its files went, and the exit code.
+    Interrupted: no document goes to --output FILE (a partial table never replaces a whole one), and
+    the line says the command that resumes (`resume`)."""
     outcomes = grid.outcomes
     reused = [r for r in grid.records
               if (o := outcomes.get(deg.key_of(grid.plan, r))) is None or o.status == "skipped"]
     for record in reused:
         log.print(view.run_text(record, True))
-    view.render(grid, fmt, log, pairs=pairs, save=save)
+    interrupted = grid.signum is not None
+    if interrupted and save is not None and fmt in output.TEXT_FORMATS:
+        log.print(escape(f"{save} not written: the grid was interrupted ({len(grid.records)} of "
+                         f"{grid.planned} runs finished), and a partial table never replaces a whole one"))
+    else:
+        view.render(grid, fmt, log, pairs=pairs, save=save)
     planned = len(grid.plan.depths) * len(grid.plan.nets) * len(grid.plan.seeds)
     done = sweep.tally(outcomes, planned, finished=len(reused), finished_words="reused")
     if grid.figure is not None:
@@ -158,9 +169,9 @@ def _render(grid, fmt, log, pairs: bool = False, save: str | None = None) -> Non
     failed = {k: o for k, o in outcomes.items() if o.status == "error"}
     for key, o in failed.items():
         log.print(f"[red]run {key} failed[/]: {escape(o.message)}")
-    if grid.signum is not None:
-        log.print(f"interrupted; rerun the same command to resume ({grid.plan.out}): finished runs are reused, "
-                  "a run cut off midway resumes from its last checkpoint")
+    if interrupted:
+        log.print(escape(f"interrupted; to resume, rerun: {resume or grid.plan.out}"))
+        log.print("finished runs are reused, a run cut off midway resumes from its last checkpoint")
         raise typer.Exit(errors.INTERRUPTED_TERM if grid.signum == signal.SIGTERM else errors.INTERRUPTED_INT)
     if failed:
         codes = {o.code for o in failed.values()}

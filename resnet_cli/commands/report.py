@@ -60,8 +60,8 @@ def report(
         output.info(f"counted as unfinished: {why}")
     pending = report_mod.missing(found)  # a study's rows and seeds not run yet (or not gathered here)
     if pending:
-        output.info(f"{len(pending)} planned run(s) of the study have no run directory below {directory}: "
-                    "shown as pending")
+        shown = "not listed: --runs lists run directories" if runs else "shown as pending"
+        output.info(f"{len(pending)} run(s) asked for have no run directory below {directory} yet: {shown}")
     if runs:
         return _runs(found, fmt, directory, output_file)
     grid = degrade_grid.from_directory(root)
@@ -83,13 +83,18 @@ def report(
             budget_claims.show(btable, group, family if family is not None and family.declared else None, fmt,
                                output_file)
         return
+    recipes = []
     for table in tables:
         table.family = report_mod.family_of(table, root, all_seeds=all_seeds)
         if table.family is not None and table.family.note:
             output.info(f"{table.study} (preset {table.preset}): {table.family.note}")
+        recipes.append(report_mod.recipe_words(found, table.study, table.preset) if table.study != "runs" else "")
+        if recipes[-1]:  # the recipe actually run, where it is not the preset as shipped
+            output.info(f"{table.study} (preset {table.preset}): run with {recipes[-1]}")
     results = [study.compute(table) for table in tables]  # every statistic once; the views compute nothing
     if fmt in output.TEXT_FORMATS:
-        output.write(formats.studies_text([study_table.records(r) for r in results], fmt.value, pairs), output_file)
+        output.write(formats.studies_text([study_table.records(r, exact=True) for r in results], fmt.value, pairs,
+                                          recipe=recipes), output_file)
     else:
         for result in results:
             output.render(study_table.records(result), fmt,
@@ -108,8 +113,9 @@ def _runs(found, fmt, directory: str, save: str | None = None) -> None:
     rows = report_mod.run_rows(found)
     if not rows:
         raise UserError(f"{directory}: no run directories below it")
-    if fmt is output.Format.CSV:
-        output.write(formats.write_csv(formats.RUN_COLUMNS, rows), save)
+    if fmt is output.Format.CSV:  # one type per column: a study without groups is group `all`, as the row csv
+        output.write(formats.write_csv(formats.RUN_COLUMNS, [{**r, "group": r["group"] or formats.UNGROUPED}
+                                                             for r in rows]), save)
         return
     shown = ("study", "row", "seed", "status", "test_error", "train_loss", "epochs", "wall_s", "run_dir")
     output.render(rows, fmt, output.View(title=f"runs below {directory}", columns=shown,

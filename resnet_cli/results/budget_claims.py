@@ -13,8 +13,10 @@ A claim's pattern over the budgets, in order:
 - holds with budget: not in order at the smallest budget (reversed or unresolved), in order at
   the largest one it was decided at;
 - reversed at every budget;
+- reversed with budget: not reversed at the smallest budget, reversed at the largest one (longer
+  training makes the order the other way from the paper's, and clearer);
 - unresolved: resolved at no budget;
-- mixed: anything else (resolved one way at one budget and not, or the other way, at a later one).
+- mixed: anything else (in order at one budget and not at a later one).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Retrain(str, enum.Enum):
     NOT_IN_ORDER = "not-in-order"  # ... unresolved or reversed at 1x
 
 
-PATTERNS = ("holds", "holds with budget", "reversed at every budget", "unresolved", "mixed")
+PATTERNS = ("holds", "holds with budget", "reversed at every budget", "reversed with budget", "unresolved", "mixed")
 
 
 def _verdict(claim: dict[str, Any], p_holm: float | None) -> str:
@@ -57,6 +59,8 @@ def pattern(verdicts: list[str]) -> str:
         return "holds with budget"
     if all(v == "reversed" for v in got):
         return "reversed at every budget"
+    if got[0] != "reversed" and got[-1] == "reversed" and "in order" not in got:
+        return "reversed with budget"
     if all(v == "unresolved" for v in got):
         return "unresolved"
     return "mixed"
@@ -95,8 +99,8 @@ def rows_of_claims(result, which: str) -> set[str]:
     return {label for c in result.comparison["claims"] if c["verdict"] in wanted for label in (c["better"], c["worse"])}
 
 
-_STYLE = {"holds": "green", "holds with budget": "yellow", "reversed at every budget": "red", "unresolved": "yellow",
-          "mixed": "yellow"}
+_STYLE = {"holds": "green", "holds with budget": "yellow", "reversed at every budget": "red",
+          "reversed with budget": "red", "unresolved": "yellow", "mixed": "yellow"}
 _SHORT = {"in order": "in order", "reversed": "reversed", "unresolved": "unres.", "not run": "-"}
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..output import duration
 from . import evidence, verdicts
-from .formats import PAIR_COLUMNS, latex_escape, write_csv
+from .formats import PAIR_COLUMNS, latex_escape, partial_line, write_csv
 from .markdown import DASH, fixed, md_table, seeds_needed_str
 
 METRICS = ("train_loss", "train_acc", "test_acc", "grad_norm_first_layer")
@@ -177,7 +177,7 @@ def pairs_csv(records: Sequence[dict[str, Any]]) -> str:
 
 # -- LaTeX ---------------------------------------------------------------------------------------
 
-def latex(records: Sequence[dict[str, Any]]) -> str:
+def latex(records: Sequence[dict[str, Any]], partial: tuple[int, int] | None = None) -> str:
     """A booktabs table: per (net, depth) the median training and test error (%) with min-max and the
     step-1 gradient norm; the caption states the test, and lists the claims resolved in order (the
     worse row of each marked \\dag) and those reversed."""
@@ -193,7 +193,8 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
         med = s[f"{error}_median"]
         return num(med) if med is None else f"{num(med)} ({num(s[f'{error}_min'])}--{num(s[f'{error}_max'])})"
 
-    lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{lrrrrr}", r"\toprule",
+    lines = [f"% {partial_line(partial)}"] if partial else []
+    lines += [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{lrrrrr}", r"\toprule",
              r"Net & Depth & $n$ & Train error (\%) & Test error (\%) & $\|\partial E/\partial W_1\|$ \\",
              r"\midrule"]
     for s in summaries:
@@ -205,7 +206,7 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
     lines += [r"\bottomrule", r"\end{tabular}"]
     size = (claims.get("family") or {}).get("size", 0)
     caption = ("Plain and residual twins (He et al., 2016a): the median over seeds of the last epoch's errors, "
-               "min--max in brackets, and the first convolution's gradient norm at step 1. He 2016a's claims "
+               "min--max in parentheses, and the first convolution's gradient norm at step 1. He 2016a's claims "
                f"({size}) are tested on training and test error paired by seed, by the exact sign-flip test with Holm's "
                "adjustment over them.")
     if kept:
@@ -215,17 +216,22 @@ def latex(records: Sequence[dict[str, Any]]) -> str:
         caption += " Resolved the other way: " + "; ".join(f"{c['better']} $>$ {c['worse']}" for c in reversed_) + "."
     if not kept and not reversed_:
         caption += " No claim is resolved at this $n$."
+    if partial:
+        caption = f"Partial: {partial[0]} of {partial[1]} runs finished. " + caption
     lines += [rf"\caption{{{caption}}}", r"\label{tab:degrade}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
 def text(records: Sequence[dict[str, Any]], fmt: str, pairs: bool = False,
-         findings: list[dict[str, Any]] | None = None) -> str:
-    """The grid in one of the text formats: csv (rows, or pairs), markdown (the grid, the claims) or latex."""
+         findings: list[dict[str, Any]] | None = None, partial: tuple[int, int] | None = None) -> str:
+    """The grid in one of the text formats: csv (rows, or pairs), markdown (the grid, the claims) or
+    latex. `partial`: (runs finished, runs asked for) of a grid not every run of which has finished:
+    the Markdown and LaTeX say so on their first line (csv: each row's n says it)."""
     if fmt == "csv":
         return pairs_csv(records) if pairs else rows_csv(records)
     if fmt == "markdown":
-        return table(records, findings) + claims_table(records)
+        head = f"**{partial_line(partial)}**\n\n" if partial else ""
+        return head + table(records, findings) + claims_table(records)
     if fmt == "latex":
-        return latex(records)
+        return latex(records, partial)
     raise ValueError(fmt)

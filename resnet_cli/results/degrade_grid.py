@@ -40,6 +40,7 @@ class Grid:
     claims: dict[str, Any] | None = None  # He 2016a's claims about the grid, decided after Holm (results/degrade.py)
     figure: Path | None = None  # drawn by the command (plots/degrade.py)
     source: str = ""  # the study file or spec the grid was made from, for the title
+    planned: int | None = None  # the runs the grid asked for (None: not known, an output older than the field)
 
 
 def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum: int | None = None,
@@ -48,7 +49,8 @@ def collect(plan: Plan, outcomes: dict[str, sweep.Outcome] | None = None, signum
     claims and findings (after a local sweep, or after a SLURM array); writes nothing."""
     outcomes = outcomes or {}
     refused = {key for key, outcome in outcomes.items() if outcome.status == "error"}
-    grid = _report(Grid(plan, records(plan.study, refused), outcomes, signum, source=plan.source))
+    grid = _report(Grid(plan, records(plan.study, refused), outcomes, signum, source=plan.source,
+                        planned=len(plan.study.runs)))
     grid.wall_s = time.perf_counter() - tick if tick is not None else 0.0
     return grid
 
@@ -67,7 +69,11 @@ def from_directory(root: Path) -> Grid | None:
     found = [rec for d in sorted((root / RUN_DIRS).glob("*")) if d.is_dir()
              and (rec := load_record(d, root, legacy)) is not None]
     found.sort(key=lambda r: (r["depth"], NETS.index(r["net"]), r["seed"]))  # the plan's order
-    return _report(Grid(None, found, source=str(saved.get("source") or root)))
+    try:  # degrade.json names the grid it asked for: a report of fewer runs says it is partial
+        planned = len(saved["depths"]) * len(saved["nets"]) * len(saved["seeds"])
+    except (KeyError, TypeError):
+        planned = None
+    return _report(Grid(None, found, source=str(saved.get("source") or root), planned=planned))
 
 
 def _report(grid: Grid) -> Grid:

@@ -92,7 +92,9 @@ def render(grid, fmt, log, summary: str = "summary", pairs: bool = False, save: 
     (degrade_formats.py), or its table and its claims' table; then the article's figures beside ours
     (and the claims' tally, off a terminal's table) on stderr."""
     if fmt in output.TEXT_FORMATS:
-        output.write(degrade_formats.text(json_records(grid, summary), fmt.value, pairs, grid.findings), save)
+        done = len(grid.records)
+        partial = (done, grid.planned) if grid.planned is not None and done < grid.planned else None
+        output.write(degrade_formats.text(json_records(grid, summary), fmt.value, pairs, grid.findings, partial), save)
     else:
         output.render(json_records(grid, summary), fmt, views(grid))
     findings(grid, log)

@@ -37,6 +37,7 @@ class SeedResult:
     budget: int = 1  # a multiple of the preset's length (`resnet ablate --budgets`)
     group: str | None = None  # the study row's group: pairs are compared within it
     chance: float | None = None  # its dataset's chance error: what the run counts as if it diverged
+    metric: str = "test_error"  # the summary.json field its row reports (the study's `metric`)
 
     @property
     def diverged(self) -> bool:
@@ -127,6 +128,11 @@ class StudyTable:
     def dataset(self) -> str | None:
         names = sorted({r.dataset for row in self.rows for r in row.runs if r.dataset})
         return ", ".join(names) or None
+
+    @property
+    def metric(self) -> str:
+        """The error the rows report (the study's `metric`): test_error unless the study says val_error."""
+        return next((r.metric for row in self.rows for r in row.runs), "test_error")
 
 
 def finite(x: Any) -> bool:

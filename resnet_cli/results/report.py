@@ -30,6 +30,7 @@ from ..runs import reader as runs_reader
 from ..runs.files import FINAL, META
 from ..runs.reader import RunRecord
 from ..spec.datasets import chance_error
+from ..sweep import asked as asked_mod
 from ..sweep import family as family_mod
 from ..sweep import plan as plan_mod
 from ..sweep import study_file
@@ -84,6 +85,7 @@ def seed_result(path: Path, metric: str | None = None) -> SeedResult | None:
         return None
     rec.message = run.task_message
     metric = metric or (study or {}).get("metric") or "test_error"
+    rec.metric = str(metric)
     if tree is not None:
         rec.dataset = tree.get("data", {}).get("dataset")
         rec.chance = _chance(tree)
@@ -193,18 +195,53 @@ def planned_run(plan: Plan, run: PlannedRun, running: bool = False, error: str |
     return rec
 
 
+def asked_for(records: list[SeedResult], name: str, preset: str) -> asked_mod.Asked | None:
+    """What the results directory of these records was asked for (sweep/asked.py): asked.json's
+    seeds and recipe, or, in a directory from before it, the seeds claims.json recorded (recipe
+    unknown: none); None where neither was recorded."""
+    paths = [r.path for r in records if (r.study, r.preset) == (name, preset)]
+    found = asked_mod.find(paths, name, preset)
+    if found is not None:
+        return found[0]
+    for path in paths:
+        for folder in list(path.parents)[:3]:
+            family = family_mod.read(folder, name, preset)
+            if family is not None and family.seeds is not None:
+                return asked_mod.Asked(name, preset, family.source, tuple(family.seeds), ())
+    return None
+
+
+def recipe_words(records: list[SeedResult], name: str, preset: str) -> str:
+    """How the runs of this study were asked to differ from its preset as shipped, as flags
+    ('--set optim.epochs=2, seeds 0,1'); '' where they were not, or nobody recorded it."""
+    asked = asked_for(records, name, preset)
+    if asked is None:
+        return ""
+    try:
+        shipped = plan_mod.plan(asked.source or name, preset).seeds
+    except UserError:
+        shipped = None
+    return asked_mod.words(asked.sets, asked.seeds if list(asked.seeds) != shipped else None)
+
+
 def missing(records: list[SeedResult]) -> list[SeedResult]:
     """The runs a shipped study plans that are not among `records`, as `pending` records, so a table
     gathered while a study is under way shows its missing rows and seeds instead of looking whole.
-    The plan is the study's preset with its own seeds; a directory whose rows that plan does not
-    have (a study of another version, or a file not shipped) gets nothing added: no guessing."""
+    The plan is what the directory was asked for (asked_for: the seeds and recipe recorded when its
+    runs started, and the study file it was read from), else the shipped study's preset with its own
+    seeds; a directory whose rows that plan does not have (a study of another version), or a study
+    file not shipped and not recorded, gets nothing added: no guessing."""
     out: list[SeedResult] = []
     for name, preset in sorted({(r.study, r.preset) for r in records if r.budget == 1}):
-        if name not in study_file.shipped():
+        asked = asked_for(records, name, preset)
+        # A study file of the user's own is planned from where asked.json says it was read.
+        source = name if name in study_file.shipped() else asked.source if asked and asked.source else None
+        if source is None or (source != name and not Path(source).is_file()):
             continue
         try:
-            plan = plan_mod.plan(name, preset)
-        except UserError:  # a preset this version no longer has
+            plan = plan_mod.plan(source, preset, sets=list(asked.sets) if asked else [],
+                                 seeds=list(asked.seeds) if asked else None)
+        except UserError:  # a preset this version no longer has (or a recipe it no longer takes)
             continue
         mine = [r for r in records if (r.study, r.preset, r.budget) == (name, preset, 1)]
         if not {(r.index, r.row) for r in mine} <= {(row.index, row.label) for row in plan.rows}:
@@ -221,7 +258,8 @@ def _pending(plan: Plan, run: PlannedRun) -> SeedResult:
     return SeedResult(path=run.path, study=plan.name, title=plan.title, preset=plan.preset,
                       paper_metric=plan.paper_metric, index=run.row.index, row=run.row.label, seed=run.seed,
                       paper=run.row.paper, status="pending", fail_above=plan.fail_above, budget=run.budget,
-                      dataset=run.spec.data.dataset, group=run.row.group, chance=chance_error(run.spec.data))
+                      dataset=run.spec.data.dataset, group=run.row.group, chance=chance_error(run.spec.data),
+                      metric=plan.metric)
 
 
 def aggregate(records: list[SeedResult]) -> list[StudyTable]:
@@ -324,7 +362,8 @@ def run_rows(records: list[SeedResult]) -> list[dict[str, Any]]:
             continue
         meta = runs_reader.read_json(r.path / META) or {}
         summary = RunRecord.read(r.path).summary or {}
-        out.append({"event": "run", "study": r.study, "preset": r.preset, "row": r.row, "group": r.group,
+        out.append({"event": "run", "study": r.study, "preset": r.preset, "index": r.index, "row": r.row,
+                    "group": r.group,
                     "seed": r.seed, "status": _run_status(r.status, summary), "test_error": r.test_error,
                     # as the study table counts it: a diverged run at its dataset's chance error
                     "counted_error": r.counted(),

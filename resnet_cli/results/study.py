@@ -82,6 +82,7 @@ class StudyResult:
     rows: list[RowResult]
     comparison: dict[str, Any] | None  # verdicts.compare: claims, exploratory pairs, tau per group (None: live)
     reading: str | None  # the line under the table (None: live, or nothing to say)
+    metric: str = "test_error"  # the summary.json field the rows report
 
 
 def _fingerprint(row: RowStats, fail_above: float | None) -> tuple:
@@ -153,4 +154,5 @@ def compute(table: StudyTable, live: bool = False, previous: StudyResult | None 
     comparison = None if live else compare(rows, table.family)
     return StudyResult(study=table.study, title=table.title, preset=table.preset, paper_metric=table.paper_metric,
                        budget=table.budget, fail_above=fail_above, dataset=table.dataset, rows=rows,
-                       comparison=comparison, reading=reading(comparison) if comparison is not None else None)
+                       comparison=comparison, reading=reading(comparison) if comparison is not None else None,
+                       metric=table.metric)

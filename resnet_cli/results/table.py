@@ -14,15 +14,21 @@ from . import evidence, verdicts
 from .study import RowResult, StudyResult
 
 
-def _round(x: float | None, digits: int = 4) -> float | None:
+def _rounded(x: float | None, digits: int = 4) -> float | None:
     return None if x is None else round(x, digits)
 
 
-def row_json(result: StudyResult, row: RowResult) -> dict[str, Any]:
+def _exact(x: float | None, digits: int = 4) -> float | None:
+    return x
+
+
+def row_json(result: StudyResult, row: RowResult, exact: bool = False) -> dict[str, Any]:
     """One object per row (`--json`): median, mean, std, n, `interval` (the median's order-statistic
     interval) with its exact `coverage` (or null and `interval_reason`), the older test_error_*
     names, the row's `group`, and the per-seed values as counted (a diverged seed at chance error,
-    and named in `diverged_seeds`)."""
+    and named in `diverged_seeds`). `exact`: numbers unrounded (the csv, documented so: a groupby
+    over `report --runs` reproduces them to the last bit)."""
+    _round = _exact if exact else _rounded
     ev = row.evidence
     stats = {k: _round(v) if k not in ("n", "interval", "coverage", "interval_reason") else v for k, v in ev.items()}
     if stats["interval"] is not None:
@@ -39,7 +45,7 @@ def row_json(result: StudyResult, row: RowResult) -> dict[str, Any]:
         # As counted: a diverged seed at its dataset's chance error (its `diverged_at` in the run's summary).
         "test_errors": [_round(v) for v in row.test_errors],
         "diverged_seeds": row.diverged_seeds,
-        "dataset": result.dataset,
+        "dataset": result.dataset, "metric": result.metric,
     }
 
 
@@ -52,9 +58,9 @@ def study_json(result: StudyResult) -> dict[str, Any]:
     return {"event": "study", "study": result.study, "preset": result.preset, **(result.comparison or {})}
 
 
-def records(result: StudyResult) -> list[dict[str, Any]]:
-    """The JSON lines of one study table: its rows, then the study."""
-    return [*(row_json(result, row) for row in result.rows), study_json(result)]
+def records(result: StudyResult, exact: bool = False) -> list[dict[str, Any]]:
+    """The JSON lines of one study table: its rows, then the study (`exact`: unrounded, for csv)."""
+    return [*(row_json(result, row, exact) for row in result.rows), study_json(result)]
 
 
 def paper_str(value: float | str | None) -> str:

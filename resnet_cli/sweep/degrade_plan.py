@@ -15,7 +15,6 @@ Its runs' records are read by runs/degrade_records.py, its summaries computed by
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -29,6 +28,7 @@ from ..runs.reader import RunRecord, legacy_probes
 from ..runs.writer import make_dir
 from ..spec.messages import one_line
 from ..spec.seeds import text as seeds_text
+from . import asked as asked_mod
 from . import engine as sweep
 from . import plan as study_mod
 from . import study_file
@@ -141,14 +141,15 @@ def make_plan(spec_file: str | None, *, depths: list[int] | None = None, seeds: 
     if list(study.grid or {}) != list(AXES) or not isinstance(study.grid["net"], dict):
         raise UserError(f"{name}: a degrade study's grid has the axes {' and '.join(AXES)} (in that order; "
                         f"net names its twins: {', '.join(NETS)})")
-    base = spec_mod.tree_of(study_mod.base_tree(study, path or Path(name), name), overrides, sets)
+    shipped = study_mod.base_tree(study, path or Path(name), name)
+    base = spec_mod.tree_of(shipped, overrides, sets)
     study = study.model_copy(update={"base": None, "spec": base})
     axes: dict[str, list[Any]] = {}
     if depths:
         axes["model.depth"] = list(dict.fromkeys(depths))
     if nets:
         axes["net"] = list(nets)
-    results = Path(out) if out else Path("runs") / f"degrade-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    results = Path(out) if out else default_out(name, asked_mod.changed(shipped, base))
     sp = study_mod.resolve(study, path or Path(name), "degrade", name, results=results, seeds=seeds, axes=axes,
                            shown=name)
     for row in sp.rows:
@@ -159,6 +160,16 @@ def make_plan(spec_file: str | None, *, depths: list[int] | None = None, seeds: 
     sp = dataclasses.replace(sp, title=f"degradation: plain vs residual ({name})", preset=name, preset_about="")
     return Plan(base=base, depths=list(dict.fromkeys(dict(r.cells)["depth"] for r in sp.rows)), seeds=sp.seeds,
                 nets=list(dict.fromkeys(dict(r.cells)["net"] for r in sp.rows)), source=name, out=results, study=sp)
+
+
+def default_out(name: str, recipe: list[str] = ()) -> Path:
+    """runs/degrade/<config> for a grid as its config has it, so the same command resumes and a
+    finished grid is read back, not trained again (`make demo` fills the default one). Depths,
+    nets and seeds only pick runs (each has its own directory), so they share the folder; a changed
+    recipe (`recipe`: the keys --epochs, --lr, --set ... change, asked.changed) gets a folder of its
+    own (sweep/asked.py)."""
+    stem = name.removesuffix(".yaml").removesuffix(".yml").removeprefix("degrade/")
+    return Path("runs") / "degrade" / (study_mod.slug(stem) + asked_mod.folder_suffix(list(recipe)))
 
 
 def twin(plan: Plan, net: str, depth: int, seed: int):

@@ -56,8 +56,9 @@ def list_commands(plan: Plan, replay: list[str]) -> list[str]:
 
 def preview(plan: Plan, jobs: int | None = None) -> str:
     """What is about to run, in one line for before anything starts: the runs, how many are left,
-    and how long where that is known. Known means measured here: the median wall time of this
-    plan's finished runs. A paper preset with nothing finished says the papers' scale instead."""
+    and how long where that is known. Known means measured: the median wall time of this plan's
+    finished runs here, else the docs' measurement of this study and preset (estimates.py). A paper
+    preset with nothing finished says the papers' scale instead."""
     from ..output import duration
     from ..spec.datasets import DATASETS
 
@@ -75,6 +76,11 @@ def preview(plan: Plan, jobs: int | None = None) -> str:
                 f"{duration(each * rounds)} at {workers} at once")
     if plan.preset == "paper" and any(DATASETS[run.spec.data.dataset].reads_files for run in plan.runs):
         return f"{head}; paper scale: the papers' recipe, GPU days (--preset quick runs on a CPU)"
+    from .estimates import estimate
+
+    shipped = estimate(plan.name, plan.preset, todo, workers, changed=bool(plan.sets))
+    if shipped is not None:  # nothing finished here yet: the docs' measurement of this study
+        return f"{head}; {shipped}"
     return f"{head}; time a run: not measured here yet (the first to finish tells)"
 
 

@@ -18,6 +18,7 @@ from .. import spec as spec_mod
 from ..errors import UserError
 from ..spec import Spec
 from ..spec import seeds as seeds_mod
+from . import asked as asked_mod
 from . import family as family_mod
 from . import safe_path
 from .study_file import BUILTIN_PRESETS, PaperFigure, StudyFile, expand, find, load, rows_of
@@ -77,6 +78,10 @@ class Plan:
     metric: str = "test_error"  # the study's `metric`: the summary.json field its rows report
     # The declared claims this preset's rows can test: Holm's family (family.py).
     family: family_mod.Family = field(default_factory=lambda: family_mod.Family(declared=False))
+    # The --set items that change what a run computes (asked.recipe), and how this plan differs from
+    # the preset as shipped, in flags ('' where it does not): the header says the recipe actually run.
+    sets: tuple[str, ...] = ()
+    changed: str = ""
 
     def family_size(self) -> tuple[int, str]:
         """How many comparisons Holm's adjustment will run over, and what they are: the declared
@@ -207,10 +212,14 @@ def resolve(study: StudyFile, path: Path, study_name: str, source: str, *, prese
     if results is None:  # the study's and the preset's names become a folder's name
         safe_path.component(study_name, "the study name", shown)
         safe_path.component(preset, "the preset name", shown)
-    out = Path(results) if results is not None else Path("runs") / "ablate" / f"{study_name}-{preset}"
+    recipe = asked_mod.recipe(sets)
+    # A changed recipe gets its own folder: its runs would otherwise collide with the study's as shipped.
+    out = (Path(results) if results is not None else
+           Path("runs") / "ablate" / f"{study_name}-{preset}{asked_mod.folder_suffix(recipe)}")
     runs = [make_run(row, seed, out) for row in planned for seed in run_seeds]
     return Plan(name=study_name, title=study.title or study_name, preset=preset, preset_about=chosen.about,
                 paper_metric=study.paper_metric,
                 fail_above=chosen.fail_above if chosen.fail_above is not None else study.fail_above,
                 source=source, results=out, seeds=run_seeds, rows=planned,
-                runs=runs, metric=study.metric, family=family)
+                runs=runs, metric=study.metric, family=family, sets=tuple(recipe),
+                changed=asked_mod.words(recipe, run_seeds if seeds else None))

@@ -101,8 +101,10 @@ def reusable(path: Path, spec: spec_mod.Spec) -> None:
     changed = [k for k in spec_mod.diff(theirs, spec) if k not in spec_mod.RESUME_FREE
                and not (k == "run.precision" and spec.run.precision == "auto")]
     if changed:
-        raise UserError(f"{path} holds a run with another spec ({', '.join(changed[:4])}); "
-                        "delete it or use another --out")
+        # Never "delete it": what is there may be hours of finished runs of another recipe.
+        raise UserError(f"{path} holds a run with another spec ({', '.join(changed[:4])}), kept as it is; "
+                        "give this one another --out (a sweep's default --out for a changed --set recipe "
+                        "is a folder of its own)")
 
 
 @contextlib.contextmanager

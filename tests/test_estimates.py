@@ -29,3 +29,13 @@ def test_every_shipped_estimate_is_a_shipped_study_with_that_preset():
 
     for study, preset in MEASURED:
         assert study in shipped() and plan_mod.plan(study, preset).runs, (study, preset)
+
+
+def test_another_thread_count_gets_the_measured_figure_as_a_guide_not_a_scaled_guess():
+    from resnet_cli.sweep.estimates import estimate
+
+    one = estimate("projection", "quick", 40, 2, threads=1)
+    four = estimate("projection", "quick", 40, 2, threads=4)
+    assert one.startswith("about 5.9 min at 2 at once") and "a guide only" not in one
+    assert four.startswith("about 5.9 min at 2 at once") and four.endswith("yours run 4: a guide only)")
+    assert "a guide only" not in estimate("projection", "quick", 40, 2, threads="auto")

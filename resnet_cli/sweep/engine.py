@@ -78,7 +78,8 @@ def preview(plan: Plan, jobs: int | None = None) -> str:
         return f"{head}; paper scale: the papers' recipe, GPU days (--preset quick runs on a CPU)"
     from .estimates import estimate
 
-    shipped = estimate(plan.name, plan.preset, todo, workers, changed=bool(plan.sets))
+    shipped = estimate(plan.name, plan.preset, todo, workers, changed=bool(plan.sets),
+                       threads=plan.runs[0].spec.run.threads)
     if shipped is not None:  # nothing finished here yet: the docs' measurement of this study
         return f"{head}; {shipped}"
     return f"{head}; time a run: not measured here yet (the first to finish tells)"

@@ -45,10 +45,14 @@ MEASURED: dict[tuple[str, str], Measured] = {
 }
 
 
-def estimate(study: str, preset: str, todo: int, workers: int, changed: bool = False) -> str | None:
+def estimate(study: str, preset: str, todo: int, workers: int, changed: bool = False,
+             threads: int | str = 1) -> str | None:
     """'about 1 h 10 min at 2 at once (measured ...)' for `todo` runs on `workers`, or None where
     this study and preset were never measured. `changed`: the recipe differs from the preset's
-    (--set), so the measurement is only a guide."""
+    (--set), so the measurement is only a guide. `threads`: the runs' run.threads; the measurements
+    are at one thread a run, and no measurement here says how a run speeds up with more (on a busy
+    2-core machine more threads were slower: docs/bench.md), so other counts get the figure as a
+    guide, not scaled by a guess."""
     from ..output import duration
 
     m = MEASURED.get((study, preset))
@@ -56,5 +60,7 @@ def estimate(study: str, preset: str, todo: int, workers: int, changed: bool = F
         return None
     total = m.per_run * todo / max(1, workers)
     caveat = "; --set changes the recipe, so only a guide" if changed else ""
+    if isinstance(threads, int) and threads != 1:  # auto: the cores left over split between the workers
+        caveat += f"; measured at one thread a run, yours run {threads}: a guide only"
     return (f"about {duration(total)} at {workers} at once (measured: {m.per_run:.0f} s a run per worker with "
             f"{FLAGS} on 2 busy cores, docs/ablate.md{caveat})")

@@ -155,14 +155,33 @@ def _record(args):
 
 
 def test_claims_json_is_created_once_by_many_processes_at_once(tmp_path):
-    """Eight processes race to record the same family: none fails, all read back the same record,
-    and one file is left with no temporary beside it."""
+    """Eight processes race to record the same family, forty times over: none fails (a check that the
+    file is absent before linking lost this race under load, about one round in twenty here), all read back the same record, and
+    one file is left with no temporary beside it."""
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(8) as pool:
-        got = pool.map(_record, [(str(tmp_path), i) for i in range(8)])
-    assert got == [(True, [("a", "b", "test_error")])] * 8
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.json"]
-    assert json.loads((tmp_path / "claims.json").read_text())["seeds"] == [0, 1, 2]
+        for round_ in range(40):
+            folder = tmp_path / str(round_)
+            got = pool.map(_record, [(str(folder), i) for i in range(8)])
+            assert got == [(True, [("a", "b", "test_error")])] * 8
+            assert sorted(p.name for p in folder.iterdir()) == ["claims.json"]
+            assert json.loads((folder / "claims.json").read_text())["seeds"] == [0, 1, 2]
+
+
+def test_claims_json_of_another_study_or_damaged_is_never_overwritten(tmp_path):
+    from resnet_cli.errors import UserError
+
+    fam = family_mod.Family(declared=True, members=(family_mod.Member("a", "b", "test_error", "s"),))
+    family_mod.record_once(tmp_path, fam, "s", "quick", "s")
+    before = (tmp_path / "claims.json").read_text()
+    with pytest.raises(UserError, match="holds no claims of t \\(preset quick\\); give this study its own --out"):
+        family_mod.record_once(tmp_path, fam, "t", "quick", "t")
+    assert (tmp_path / "claims.json").read_text() == before
+    (tmp_path / "claims.json").write_text("{not json")
+    with pytest.raises(UserError, match="holds no claims of s"):
+        family_mod.record_once(tmp_path, fam, "s", "quick", "s")
+    assert (tmp_path / "claims.json").read_text() == "{not json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["claims.json"]  # no temporary left
 
 
 def test_seeds_added_after_the_recording_are_said_and_left_out_of_the_verdicts(tmp_path):

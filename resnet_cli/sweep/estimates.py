@@ -30,18 +30,18 @@ class Measured:
         return self.wall_s * self.workers / self.runs
 
 
-# (study, preset) -> the measurement (docs/ablate.md's ablate-times table; projection and gate-bias:
-# their reruns on their registered seeds, 4 rows x 10 seeds in 5.9 min and 6 x 10 in 18.5 min;
-# normalisation: its block's 7 rows x 10 seeds in 27.6 min).
+# (study, preset) -> the measurement (docs/ablate.md's ablate-times table; projection, gate-bias,
+# zero-init and normalisation: their reruns on their registered seeds, 4 rows x 10 seeds in 5.9 min,
+# 6 x 10 in 18.5, 6 x 9 in 13.2 and 7 x 11 in 17.4).
 MEASURED: dict[tuple[str, str], Measured] = {
     ("shortcut", "quick"): Measured(65 * 60, 11 * 12),
     ("activation", "quick"): Measured(51.8 * 60, 10 * 12),
     ("activation-modern", "quick"): Measured(55.1 * 60, 10 * 12),
     ("projection", "quick"): Measured(5.9 * 60, 4 * 10),
     ("depth", "quick"): Measured(129 * 60, 11 * 12),
-    ("zero-init", "quick"): Measured(22.2 * 60, 6 * 9),
     ("gate-bias", "quick"): Measured(18.5 * 60, 6 * 10),
-    ("normalisation", "quick"): Measured(27.6 * 60, 7 * 10),
+    ("normalisation", "quick"): Measured(17.4 * 60, 7 * 11),
+    ("zero-init", "quick"): Measured(13.2 * 60, 6 * 9),
 }
 
 

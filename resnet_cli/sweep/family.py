@@ -162,8 +162,9 @@ def record_once(results: Path, family: Family, study: str, preset: str, source: 
     if old is None:
         path = Path(results) / FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():  # another study's family, or a damaged file: never overwritten
-            raise UserError(f"{path}: holds no claims of {study} (preset {preset}); give this study its own --out")
+        # No check that the file is absent first: another process may link it between that check and
+        # ours. The link itself never overwrites; a file already there is read below, and one that
+        # holds another study's family (or is damaged) is refused there.
         fd, tmp = tempfile.mkstemp(prefix=f".{FILE}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -232,9 +232,10 @@ def _jobs() -> dict[str, Job]:
                                             "train.compile=true", "--rounds", "1", "--threads", "1", "--json")))
     for cmd in COMMANDS:
         jobs.append(Job(f"usage-{cmd}", (cmd, "--help"), json_lines=False))
-    # docs/report.md: each output format on a real study (the projection study's quick runs).
+    # docs/report.md: each output format on a real study (the zero-init study's quick runs: the projection
+    # study's directory also holds its --budgets runs, whose report has no LaTeX form).
     for key, argv in REPORT_FORMATS.items():
-        jobs.append(Job(f"report-{key}", ("report", "runs/docs/ablate/projection", *argv), json_lines=False))
+        jobs.append(Job(f"report-{key}", ("report", "runs/docs/ablate/zero-init", *argv), json_lines=False))
     return {j.name: j for j in jobs}
 
 
@@ -375,10 +376,9 @@ def _sections() -> list[Section]:
     sections += [Section(f"usage-{c}", f"{c}.md", (f"usage-{c}",), lambda o, c=c: R.usage_block(o[f"usage-{c}"]),
                          target="usage") for c in COMMANDS]
     sections.append(Section("report-formats", "report.md", tuple(f"report-{k}" for k in REPORT_FORMATS),
-                            lambda o: R.format_blocks([(" ".join(("resnet report runs/docs/ablate/projection",
-                                                                  *REPORT_FORMATS[k])), o[f"report-{k}"])
-                                                       for k in REPORT_FORMATS]),
-                            target="docs-studies"))  # after ablate-projection: it reads those runs
+                            lambda o: R.format_blocks([(" ".join(("resnet", *JOBS[f"report-{k}"].argv)),
+                                                        o[f"report-{k}"]) for k in REPORT_FORMATS]),
+                            target="docs-studies"))  # after ablate-zero-init: it reads those runs
     return sections
 
 

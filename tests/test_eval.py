@@ -74,7 +74,7 @@ def test_an_interrupted_run_is_evaluated_at_its_mid_epoch_checkpoint(in_tmp, tra
     import signal
 
     from resnet_cli.training.runtime import analysis_runtime
-    from resnet_cli.training.trainer import evaluate
+    from resnet_cli.training.evaluation import evaluate
 
     def sigterm(loss, n):  # during step 30: the run saves there and stops
         if n == 30:

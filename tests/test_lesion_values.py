@@ -21,7 +21,7 @@ from resnet_cli.analysis import lesion as L
 from resnet_cli.analysis.trained import Trained, load_run, runtime_for
 from resnet_cli.cli import app
 from resnet_cli.model import build_model
-from resnet_cli.training.trainer import evaluate
+from resnet_cli.training.evaluation import evaluate
 
 from drawn import drawn_figure
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from resnet_cli.results import report
+from resnet_cli.spec.yamlio import flat_dotted
 from resnet_cli.results.records import SeedResult
 from resnet_cli.sweep import plan as plan_mod
 
@@ -138,9 +139,9 @@ def test_a_directory_that_is_no_run_is_none(tmp_path):
 
 
 def test_a_spec_flattens_to_dotted_keys_with_empty_sections_kept():
-    assert report._flat({"a": {"b": 1, "c": {}}, "d": [1, 2]}) == {"a.b": 1, "a.c": {}, "d": [1, 2]}
-    assert report._flat({}) == {"": {}}
-    assert report._flat(3) == {"": 3}
+    assert flat_dotted({"a": {"b": 1, "c": {}}, "d": [1, 2]}) == {"a.b": 1, "a.c": {}, "d": [1, 2]}
+    assert flat_dotted({}) == {"": {}}
+    assert flat_dotted(3) == {"": 3}
 
 
 def test_a_specs_key_leaves_out_seed_and_out_and_ignores_key_order():

@@ -44,7 +44,7 @@ def test_lesion_names_each_unit_by_block_and_sublayer(vit_run):
     # each one-pass figure (started from the intact net's stream) is that of the whole lesioned net
     from resnet_cli.analysis import lesion as L
     from resnet_cli.analysis.trained import load_run, runtime_for
-    from resnet_cli.training.trainer import evaluate
+    from resnet_cli.training.evaluation import evaluate
 
     trained = load_run(vit_run)
     rt = runtime_for(trained.device)

@@ -28,7 +28,7 @@ from .trained import Trained, load_spec, runtime_for
 
 TTA_MODES = ("flip",)
 FLIP_AUGMENTS = ("flip", "crop_flip")
-BATCH = 1000  # as `resnet train` evaluates (train.evaluate): the same sums in the same order
+BATCH = 1000  # as `resnet train` evaluates (training/evaluation.py): the same sums in the same order
 
 
 def check_request(path: str | Path, spec, split: str, tta: str | None) -> None:
@@ -52,7 +52,7 @@ def check_request(path: str | Path, spec, split: str, tta: str | None) -> None:
 def counts(model: torch.nn.Module, batches, num_classes: int, tta: str | None = None) -> dict:
     """Sums over (x, y) batches: the loss, and the confusion matrix (true, predicted) as int64
     counts, for the single view and, with `tta`, for the flip-averaged view."""
-    loss = torch.zeros((), dtype=torch.float32)  # fp32 sums, as train.evaluate accumulates them
+    loss = torch.zeros((), dtype=torch.float32)  # fp32 sums, as training/evaluation.py accumulates them
     confusion = torch.zeros(num_classes, num_classes, dtype=torch.int64)
     tta_loss, tta_confusion = torch.zeros((), dtype=torch.float64), torch.zeros_like(confusion)
     for x, y in batches:

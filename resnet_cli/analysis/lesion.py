@@ -131,7 +131,7 @@ def errors(model: nn.Module, data, rt, picks: list[tuple[int, ...]], batch_size:
     computes exactly what the intact net does, so each pick's forward starts from the intact net's
     activation there. A single deletion then costs on average half a forward pass, k random ones
     about k/(k+1) of one. The arithmetic is the model's own forward (the same batches, units and
-    head), so the figures are those `train.evaluate` gives for the lesioned net."""
+    head), so the figures are those `training/evaluation.py` gives for the lesioned net."""
     from ..data import eval_for, num_examples
 
     n_units = len(model.units)

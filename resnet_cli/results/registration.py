@@ -41,12 +41,11 @@ def records(plan) -> list[dict[str, Any]]:
     head = {"study": plan.name, "preset": plan.preset}
     out: list[dict[str, Any]] = []
     for i, m in enumerate(plan.family.members, start=1):
-        # The paper column holds the study's metric: a gap in another metric has no figure there.
-        gap = paper_gap(paper.get(m.better), paper.get(m.worse)) if m.metric == plan.metric else None
+        # The paper column holds the study's metric: a claim in another metric has no figure there.
+        better, worse = (paper.get(m.better), paper.get(m.worse)) if m.metric == plan.metric else (None, None)
         out.append({"event": "claim", **head, "index": i, "better": m.better, "worse": m.worse,
-                    "metric": m.metric, "paper_better": paper.get(m.better) if m.metric == plan.metric else None,
-                    "paper_worse": paper.get(m.worse) if m.metric == plan.metric else None,
-                    "paper_gap": gap, "hypothesis": m.hypothesis, "source": m.source})
+                    "metric": m.metric, "paper_better": better, "paper_worse": worse,
+                    "paper_gap": paper_gap(better, worse), "hypothesis": m.hypothesis, "source": m.source})
     for note in plan.family.listed:
         out.append({"event": "listed", **head, "rows": list(note.rows), "says": note.says, "reason": note.reason})
     m, what = plan.family_size()

@@ -30,6 +30,7 @@ from ..runs import reader as runs_reader
 from ..runs.files import FINAL, META
 from ..runs.reader import RunRecord
 from ..spec.datasets import chance_error
+from ..spec.yamlio import flat_dotted
 from ..sweep import asked as asked_mod
 from ..sweep import family as family_mod
 from ..sweep import plan as plan_mod
@@ -99,22 +100,12 @@ def seed_result(path: Path, metric: str | None = None) -> SeedResult | None:
     return rec
 
 
-def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """{"optim": {"lr": 0.1}} as {"optim.lr": 0.1}; an empty section is kept as a value of its own."""
-    if not isinstance(tree, dict) or not tree:
-        return {prefix: tree}
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
-
-
 # Not what a run is: a row pools its seeds, and the run directory says only where it was written.
 _NOT_THE_RUN = ("run.seed", "run.out")
 
 
 def _spec_key(tree: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in _flat(tree).items() if k not in _NOT_THE_RUN},
+    return json.dumps({k: v for k, v in flat_dotted(tree).items() if k not in _NOT_THE_RUN},
                       sort_keys=True, default=str)
 
 
@@ -126,7 +117,7 @@ def _label_loose(loose: list[SeedResult], trees: dict[Path, dict[str, Any]]) -> 
         keys.setdefault(_spec_key(trees[r.path]), len(keys) + 1)
     by_label: dict[str, dict[str, dict[str, Any]]] = {}
     for r in loose:
-        flat = {k: v for k, v in _flat(trees[r.path]).items() if k not in _NOT_THE_RUN}
+        flat = {k: v for k, v in flat_dotted(trees[r.path]).items() if k not in _NOT_THE_RUN}
         by_label.setdefault(r.row, {})[_spec_key(trees[r.path])] = flat
     names: dict[str, str] = {}
     for label, specs in by_label.items():

@@ -140,6 +140,17 @@ def set_dotted(tree: dict, dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
+def flat_dotted(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """set_dotted's inverse: {"optim": {"lr": 0.1}} as {"optim.lr": 0.1}; an empty section is kept
+    as a value of its own."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix: tree}
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(flat_dotted(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
 def parse_set(item: str) -> tuple[str, Any]:
     if "=" not in item:
         raise UserError(f"--set {item}: expected dotted.key=value, e.g. --set optim.lr=0.05")

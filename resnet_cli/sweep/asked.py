@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import write_atomically
 from ..spec import RESUME_FREE
+from ..spec.yamlio import flat_dotted
 
 FILE = "asked.json"
 
@@ -36,19 +37,10 @@ def recipe(sets: Iterable[str], overrides: Iterable[tuple[str, Any]] = ()) -> li
     return [f"{k}={v}" for k, v in items if k not in RESUME_FREE]
 
 
-def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, dict) or not tree:
-        return {prefix: tree}
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
-
-
 def changed(before: dict, after: dict) -> list[str]:
     """The dotted keys in which two spec trees differ, as `key=value` (after's value), resume-free
     keys left out: a flag that sets what the config already has changes no recipe."""
-    a, b = _flat(before), _flat(after)
+    a, b = flat_dotted(before), flat_dotted(after)
     keys = sorted(k for k in {*a, *b} if a.get(k) != b.get(k) and k not in RESUME_FREE)
     return [f"{k}={json.dumps(b.get(k), default=str)}" for k in keys]
 

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from . import checkpoint as ckpt
+from .evaluation import evaluate
 from .. import data as data_mod
 from . import cpu_threads, distributed, gates, onednn_guard, optimizers, precise_bn
 from . import runtime as runtime_mod
@@ -52,26 +53,6 @@ class Progress:
     train_images: int = 0
     first_loss: float | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
-
-
-def evaluate(model: torch.nn.Module, data: data_mod.Data, split: str, rt: runtime_mod.Runtime,
-             batch_size: int = 1000, d: distributed.Dist = distributed.Dist()) -> tuple[float, float]:
-    """Mean cross-entropy and error (%) on a split ('test', 'val', 'train'): batched, no_grad,
-    eval mode, the single original view (He 2016a sec. 4.2). Under torchrun every rank takes every
-    world-th batch and the sums are all-reduced: no rank idles in a collective while one evaluates."""
-    was_training = model.training
-    model.eval()
-    sums = torch.zeros(2, device=rt.device)  # [loss sum, wrong]
-    n = data_mod.num_examples(data, split)
-    batch_size = min(batch_size, -(-n // d.world))  # every rank gets a batch of a small split
-    with torch.no_grad(), rt.autocast():
-        for x, y in data_mod.eval_for(data, split, batch_size, rt.device, shard=d.shard):
-            out = model(x.contiguous(memory_format=rt.memory_format)).float()
-            sums[0] += F.cross_entropy(out, y, reduction="sum")
-            sums[1] += (out.argmax(1) != y).sum()
-    model.train(was_training)
-    loss_sum, wrong = distributed.reduce_sum(sums.tolist(), d, rt.device)
-    return loss_sum / n, 100.0 * wrong / n
 
 
 class Trainer:
